@@ -1,0 +1,36 @@
+"""Lorenz (1963) convection model."""
+
+from typing import ClassVar
+
+import difsim as ds
+
+
+class Lorenz(ds.Model):
+    r"""Lorenz (1963) convection model, the classic chaotic attractor.
+
+    $$\dot x = \sigma (y - x),\quad \dot y = x(\rho - z) - y,\quad \dot z = xy - \beta z$$
+
+    **Parameters** (dimensionless): `sigma` (Prandtl number, 10), `rho` (Rayleigh number
+    relative to its critical value, 28), `beta` (geometric factor, 8/3). With these values
+    the solution is chaotic. **State:** `x` (convection intensity), `y` and `z`
+    (temperature variations). Time in model units.
+
+    Source: E. N. Lorenz, "Deterministic nonperiodic flow", J. Atmos. Sci. 20, 130 (1963).
+    """
+
+    sigma: float = ds.param(10.0, description="Prandtl number")
+    rho: float = ds.param(28.0, description="reduced Rayleigh number")
+    beta: float = ds.param(8.0 / 3.0, description="geometric factor")
+    state = ds.State(
+        x=ds.Var(1.0, description="convection intensity"),
+        y=ds.Var(0.0, description="horizontal temperature variation"),
+        z=ds.Var(0.0, description="vertical temperature variation"),
+    )
+    phase: ClassVar = ("x", "z")
+
+    def rhs(self, t, s):
+        return dict(
+            x=self.sigma * (s.y - s.x),
+            y=s.x * (self.rho - s.z) - s.y,
+            z=s.x * s.y - self.beta * s.z,
+        )

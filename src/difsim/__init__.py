@@ -1,0 +1,32 @@
+"""difsim: differentiable simulation of ODE and PDE models with JAX.
+
+Define a model as a Python class ([`Model`][]), solve it with [`simulate`][], get a
+labelled `xarray.Dataset`. Models are pytrees, so `jax.jit`, `jax.vmap` and `jax.grad`
+compose with everything here.
+"""
+
+import importlib
+import importlib.metadata
+
+from difsim import solvers as solvers
+from difsim._event import Event as Event
+from difsim._model import Model as Model, param as param
+from difsim._plot import plot as plot
+from difsim._simulate import simulate as simulate
+from difsim._solution import Solution as Solution
+from difsim._state import State as State, Var as Var, VarInfo as VarInfo
+from difsim._status import Status as Status
+from difsim._xarray import to_xarray as to_xarray
+
+try:
+    __version__ = importlib.metadata.version("difsim")
+except importlib.metadata.PackageNotFoundError:  # a source tree, not installed
+    __version__ = "0+unknown"
+
+
+def __getattr__(name: str):
+    # `difsim.models` imports `difsim` (models subclass `Model`), so it is loaded on first
+    # use rather than here, keeping the import graph acyclic.
+    if name == "models":
+        return importlib.import_module("difsim.models")
+    raise AttributeError(f"module 'difsim' has no attribute {name!r}")

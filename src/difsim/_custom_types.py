@@ -1,0 +1,11 @@
+"""Type aliases shared across difsim's public signatures."""
+
+from collections.abc import Sequence
+from typing import Literal, TypeAlias
+
+from jaxtyping import Array, ArrayLike, Float, Real
+
+RealScalarLike: TypeAlias = float | int | Real[ArrayLike, ""]
+Times: TypeAlias = Float[ArrayLike, " time"] | Sequence[float]
+SaveSpec: TypeAlias = Literal["final"] | int | Times | None
+FloatArray: TypeAlias = Float[Array, "..."]

@@ -1,0 +1,177 @@
+"""`Model`: a physical system as an equinox Module (parameters are pytree leaves)."""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from difsim._state import State
+
+
+def param(
+    default: Any = dataclasses.MISSING,
+    *,
+    units: str | None = None,
+    description: str | None = None,
+) -> Any:
+    """Declare a model parameter with units and a description (shown in outputs).
+
+    ```python
+    class Decay(ds.Model):
+        k: float = ds.param(0.5, units="1/s", description="rate constant")
+    ```
+    """
+    return eqx.field(default=default, metadata=dict(units=units, description=description))
+
+
+def _to_leaf(value: Any, annotation: Any) -> Any:
+    # Python floats become (weakly typed) JAX arrays so that `eqx.filter_jit`/`filter_grad`
+    # see parameters as traced, differentiable leaves rather than static constants.
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, float) or (isinstance(value, int) and annotation in (float, "float")):
+        return jax.numpy.asarray(float(value))
+    if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.inexact):
+        return jax.numpy.asarray(value)
+    return value
+
+
+class Model(eqx.Module):
+    """Base class of every difsim model: an ODE or PDE right-hand side plus its parameters.
+
+    A model is an `equinox.Module`, hence a pytree: its parameters (the annotated fields)
+    are leaves that `jax.jit`, `jax.vmap` and `jax.grad` pass through. Subclasses declare
+
+    - parameters as annotated fields with defaults (`rho: float = 28.0`, or [`param`][] for
+      units), converted to JAX arrays on construction;
+    - `state = ds.State(...)`: the named state variables and their default initial values;
+    - `rhs(self, t, s)`: the time derivative, given time `t` and a [`State`][] `s`
+      (read variables as `s.x`), returning a `dict` with one entry per variable.
+
+    Stiff/non-stiff splitting (for IMEX solvers such as KenCarp4): define
+    `rhs_nonstiff(t, s)` and `rhs_stiff(t, s)` instead of `rhs`; `rhs` is then their sum.
+
+    Class-level options (`ClassVar`): `time_units` (e.g. `"s"`), `stiff` (pick a stiff
+    solver by default), `phase` (a pair of variables to draw as a phase portrait).
+
+    Models are immutable: `model.replace(rho=30.0, **{"state.x": 2.0})` returns a new one.
+    """
+
+    time_units: ClassVar[str | None] = None
+    stiff: ClassVar[bool] = False
+    phase: ClassVar[tuple[str, str] | None] = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # `state = ds.State(...)` is written without an annotation, which would leave it a
+        # class attribute; make it a keyword-only field so each model instance carries its
+        # own (differentiable, sweepable) initial state.
+        declared = cls.__dict__.get("state")
+        if isinstance(declared, State):
+            cls.__annotations__ = {**cls.__dict__.get("__annotations__", {}), "state": State}
+            cls.state = dataclasses.field(default=declared, kw_only=True)
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            if field.metadata.get("static", False) or field.name == "state":
+                continue
+            value = getattr(self, field.name)
+            converted = _to_leaf(value, field.type)
+            if converted is not value:
+                object.__setattr__(self, field.name, converted)
+
+    # ---------------------------------------------------------------- dynamics
+    def rhs(self, t, s: State) -> Mapping[str, Any]:
+        """Time derivative of each state variable: `{name: ds/dt}` (units of var / time)."""
+        if not self.has_split():
+            raise NotImplementedError(
+                f"{type(self).__name__} must define rhs(self, t, s) (or both "
+                "rhs_nonstiff and rhs_stiff)"
+            )
+        slow, fast = self.rhs_nonstiff(t, s), self.rhs_stiff(t, s)
+        return {name: slow[name] + fast[name] for name in s.names}
+
+    def rhs_nonstiff(self, t, s: State) -> Mapping[str, Any]:
+        """Non-stiff part of the right-hand side (treated explicitly by IMEX solvers)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no rhs_nonstiff")
+
+    def rhs_stiff(self, t, s: State) -> Mapping[str, Any]:
+        """Stiff part of the right-hand side (treated implicitly by IMEX solvers)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no rhs_stiff")
+
+    @classmethod
+    def has_split(cls) -> bool:
+        """Whether the model defines both `rhs_nonstiff` and `rhs_stiff`."""
+        return cls.rhs_nonstiff is not Model.rhs_nonstiff and cls.rhs_stiff is not Model.rhs_stiff
+
+    def initial_state(self) -> State:
+        """The initial state used by `simulate` (default: the `state` field)."""
+        try:
+            return self.state
+        except AttributeError:
+            raise TypeError(
+                f"{type(self).__name__} declares no state variables: add a class attribute "
+                "like `state = ds.State(x=1.0, v=0.0)`"
+            ) from None
+
+    def coords(self) -> dict[str, Any]:
+        """Coordinates of the state variables' own axes, `{dim: 1-D values}` (e.g. a grid's
+        `x`); used to label outputs. Default: none."""
+        return {}
+
+    # ---------------------------------------------------------------- parameters
+    @classmethod
+    def parameter_names(cls) -> tuple[str, ...]:
+        """Names of the model's parameters (fields other than `state` and static ones)."""
+        return tuple(
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.name != "state" and not f.metadata.get("static", False)
+        )
+
+    def parameters(self) -> dict[str, Any]:
+        """`{name: value}` of every numeric parameter (sub-modules such as grids excluded)."""
+        return {
+            name: getattr(self, name)
+            for name in self.parameter_names()
+            if not isinstance(getattr(self, name), eqx.Module)
+        }
+
+    @classmethod
+    def parameter_info(cls, name: str) -> dict[str, str | None]:
+        """Units and description of parameter `name` (from [`param`][]; `None` if unset)."""
+        field = {f.name: f for f in dataclasses.fields(cls)}[name]
+        return {k: field.metadata.get(k) for k in ("units", "description")}
+
+    def replace(self, **changes: Any) -> "Model":
+        """A copy with parameters and/or initial-state values changed.
+
+        Keys are parameter names, `state` (a [`State`][] or a mapping of some variables), or
+        `"state.<var>"` for one variable. An unknown key raises `ValueError` listing the valid
+        ones; nothing about `self` changes.
+        """
+        fields = {}
+        state_updates = {}
+        names = self.parameter_names()
+        for key, value in changes.items():
+            if key == "state":
+                if isinstance(value, State):
+                    fields["state"] = value
+                else:
+                    state_updates.update(value)
+            elif key.startswith("state."):
+                state_updates[key.removeprefix("state.")] = value
+            elif key in names:
+                fields[key] = value
+            else:
+                raise ValueError(
+                    f"{type(self).__name__} has no parameter {key!r}; parameters are "
+                    f"{', '.join(names) or '(none)'}, and state variables are set as 'state.<var>'"
+                )
+        if state_updates:
+            base = fields.get("state", self.initial_state())
+            fields["state"] = base.replace(**state_updates)
+        return dataclasses.replace(self, **fields)

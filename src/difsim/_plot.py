@@ -1,0 +1,66 @@
+"""Quick-look plots of simulation outputs (PNG), from the labelled Dataset alone."""
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless by default: difsim runs on clusters and in CI
+import matplotlib.pyplot as plt  # noqa: E402
+import xarray as xr  # noqa: E402
+
+from difsim._status import Status  # noqa: E402
+
+
+def _label(da: xr.DataArray) -> str:
+    label = da.attrs.get("long_name", da.name)
+    units = da.attrs.get("units")
+    return f"{label} [{units}]" if units else str(label)
+
+
+def plot(dataset: xr.Dataset, path: str | Path | None = None, phase: tuple[str, str] | None = None):
+    """Plot every state variable of an unbatched simulation Dataset against time.
+
+    Scalar variables get one panel each (sharing the time axis); a variable on a 1-D axis is
+    drawn as a space–time image. `phase=("x", "z")` adds a phase portrait. With `path`, the
+    figure is saved there (PNG at 120 dpi) and closed.
+
+    **Returns:** the `matplotlib.figure.Figure` (or `None` once saved and closed).
+    """
+    names = [n for n, da in dataset.data_vars.items() if "time" in da.dims]
+    if not names:
+        raise ValueError("the dataset has no variable over 'time' to plot")
+    npanel = len(names) + (phase is not None)
+    fig, axes = plt.subplots(npanel, 1, figsize=(8, 2.2 * npanel + 0.6), squeeze=False)
+    axes = axes[:, 0]
+    time = dataset["time"]
+    for ax, name in zip(axes, names):
+        da = dataset[name]
+        if da.ndim == 1:
+            ax.plot(time, da, lw=1.0)
+            ax.set_ylabel(_label(da))
+        elif da.ndim == 2:
+            other = [d for d in da.dims if d != "time"][0]
+            da.transpose(other, "time").plot(ax=ax, add_colorbar=True)
+            ax.set_title(_label(da), fontsize=9)
+        else:
+            ax.text(0.5, 0.5, f"{name}: {da.ndim - 1}-D field (see snapshots)",
+                    ha="center", va="center", transform=ax.transAxes)
+        ax.set_xlabel("")
+    axes[len(names) - 1].set_xlabel(_label(time) if time.attrs else "time")
+    if phase is not None:
+        ax = axes[-1]
+        ax.plot(dataset[phase[0]], dataset[phase[1]], lw=0.6)
+        ax.set_xlabel(_label(dataset[phase[0]]))
+        ax.set_ylabel(_label(dataset[phase[1]]))
+    title = dataset.attrs.get("model", "")
+    status = dataset.get("status")
+    if status is not None and status.ndim == 0 and int(status) != 0:
+        title += f"  [{Status(int(status)).name}]"
+    fig.suptitle(title)
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        return None
+    return fig

@@ -1,0 +1,147 @@
+"""Named state variables: declaration (defaults, units) and the view passed to `rhs`."""
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class VarInfo:
+    """Static metadata of one state variable (hashable, so it lives in pytree structure).
+
+    **Fields:**
+
+    - `units`: units of the variable, e.g. `"m/s"` (free text, CF style where possible).
+    - `description`: a long name for plots and netCDF `long_name`.
+    - `dims`: names of the variable's own axes (e.g. `("x", "y")` for a 2-D field); `None`
+      lets difsim name them `<var>_dim<i>`.
+    """
+
+    units: str | None = None
+    description: str | None = None
+    dims: tuple[str, ...] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Var:
+    """A state variable's default value with optional metadata, for use inside [`State`][].
+
+    ```python
+    state = ds.State(x=ds.Var(1.0, units="m", description="position"), v=0.0)
+    ```
+    """
+
+    value: Any
+    units: str | None = None
+    description: str | None = None
+    dims: tuple[str, ...] | None = None
+
+
+class State(eqx.Module):
+    """Named state variables: a pytree whose leaves are the variables' values.
+
+    Declared on a model class as `state = ds.State(x=1.0, y=0.0)` (the model's default
+    initial state), and passed to `Model.rhs` with the same names, so `s.x` reads a
+    variable. Values may be scalars or arrays (fields on a grid); the order of declaration
+    is kept for outputs.
+
+    **Arguments:** variables by keyword, each a number, an array, or a [`Var`][] carrying
+    units/description/dims.
+    """
+
+    values: dict[str, Any]
+    info: tuple[tuple[str, VarInfo], ...] = eqx.field(static=True)
+
+    def __init__(self, _values: Mapping[str, Any] | None = None, /, **variables: Any):
+        if _values is not None:
+            variables = {**dict(_values), **variables}
+        values, info = {}, []
+        for name, value in variables.items():
+            if isinstance(value, Var):
+                meta = VarInfo(value.units, value.description, value.dims)
+                value = value.value
+            else:
+                meta = VarInfo()
+            values[name] = value
+            info.append((name, meta))
+        self.values = values
+        self.info = tuple(info)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Variable names in declaration order."""
+        return tuple(name for name, _ in self.info)
+
+    def var_info(self, name: str) -> VarInfo:
+        """The [`VarInfo`][] (units, description, dims) of variable `name`."""
+        return dict(self.info)[self._check(name)]
+
+    def _check(self, name: str) -> str:
+        if name not in self.values:
+            raise AttributeError(
+                f"state has no variable {name!r}; variables are {', '.join(self.names)}"
+            )
+        return name
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: route unknown names to the variables.
+        if name.startswith("__") or name in ("values", "info"):
+            raise AttributeError(name)
+        return self.values[self._check(name)]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[self._check(name)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.info)
+
+    def items(self):
+        """`(name, value)` pairs in declaration order."""
+        return ((name, self.values[name]) for name in self.names)
+
+    def with_values(self, values: Mapping[str, Any]) -> "State":
+        """The same variables (and metadata) holding `values` (all names must be given)."""
+        return State.from_info(self.info, values)
+
+    @staticmethod
+    def from_info(info: tuple[tuple[str, VarInfo], ...], values: Mapping[str, Any]) -> "State":
+        """A state with metadata `info` holding `values` (no conversion: tracers welcome)."""
+        new = object.__new__(State)
+        object.__setattr__(new, "values", {name: values[name] for name, _ in info})
+        object.__setattr__(new, "info", info)
+        return new
+
+    def replace(self, **values: Any) -> "State":
+        """A copy with some variables' values replaced; unknown names raise `ValueError`."""
+        unknown = [k for k in values if k not in self.values]
+        if unknown:
+            raise ValueError(
+                f"unknown state variable {unknown[0]!r}; variables are {', '.join(self.names)}"
+            )
+        return self.with_values({**self.values, **values})
+
+
+def is_finite_concrete(value: Any) -> bool:
+    """False only when `value` is concrete and holds a NaN or infinity (tracers pass)."""
+    try:
+        array = np.asarray(value)
+    except Exception:  # a tracer: cannot be checked at trace time
+        return True
+    if not np.issubdtype(array.dtype, np.inexact):
+        return True
+    return bool(np.all(np.isfinite(array)))
+
+
+def as_float_array(value: Any, dtype=None):
+    """`value` as a floating JAX array (ints promote to the default float dtype)."""
+    array = jnp.asarray(value, dtype=dtype)
+    if not jnp.issubdtype(array.dtype, jnp.inexact):
+        array = array.astype(jnp.result_type(float))
+    return array

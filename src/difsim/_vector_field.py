@@ -1,0 +1,118 @@
+"""Glue between a named-state `Model` and diffrax's array-valued vector fields."""
+
+from collections.abc import Mapping
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from difsim._state import State, VarInfo
+
+
+class Layout(eqx.Module):
+    """How named variables are laid out in the array diffrax integrates.
+
+    When every variable has the same shape (always true for scalar ODE states) they are
+    stacked into one array of shape `(n_vars, *shape)`: diffrax then sees exactly what a
+    hand-written `jnp.array([...])` state would give, so difsim adds no per-step cost.
+    Variables of different shapes stay a dict (a pytree diffrax also accepts).
+    """
+
+    info: tuple[tuple[str, VarInfo], ...] = eqx.field(static=True)
+    shapes: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+    dtype: Any = eqx.field(static=True)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.info)
+
+    @property
+    def packed(self) -> bool:
+        return len(set(self.shapes)) == 1
+
+    @staticmethod
+    def of(state: State, dtype=None) -> "Layout":
+        values = [state[name] for name in state.names]
+        if dtype is None:
+            dtype = jnp.result_type(*values) if values else jnp.result_type(float)
+            if not jnp.issubdtype(dtype, jnp.inexact):
+                dtype = jnp.result_type(float)
+        shapes = tuple(tuple(int(d) for d in jnp.shape(v)) for v in values)
+        return Layout(state.info, shapes, jnp.dtype(dtype))
+
+    def pack(self, values: Mapping[str, Any]):
+        arrays = [
+            jnp.broadcast_to(jnp.asarray(values[name], self.dtype), shape)
+            for name, shape in zip(self.names, self.shapes)
+        ]
+        if self.packed:
+            return jnp.stack(arrays)
+        return dict(zip(self.names, arrays))
+
+    def unpack(self, y, axis: int = 0) -> dict[str, Any]:
+        """Named views of `y`; `axis` is where the variable axis sits (1 for saved `ys`)."""
+        if self.packed:
+            return {name: jnp.take(y, i, axis=axis) for i, name in enumerate(self.names)}
+        return dict(y)
+
+    def view(self, y) -> State:
+        return State.from_info(self.info, self.unpack(y))
+
+
+class VectorField(eqx.Module):
+    """`(t, y, model) -> dy/dt` for diffrax, calling `model.rhs` (or one split part).
+
+    Holds only static data, so equal layouts give equal (cache-hitting) diffrax terms.
+    """
+
+    layout: Layout
+    part: str = eqx.field(static=True)  # "rhs", "rhs_nonstiff" or "rhs_stiff"
+
+    def __call__(self, t, y, model):
+        derivative = getattr(model, self.part)(t, self.layout.view(y))
+        if isinstance(derivative, State):
+            derivative = derivative.values
+        return self.layout.pack(derivative)
+
+
+def check_rhs(model, layout: Layout, part: str) -> None:
+    """Trace `model.<part>` once (no FLOPs) and raise a `ValueError` naming any variable
+    whose derivative is missing, unexpected, or of a shape that does not fit."""
+    cls = type(model).__name__
+    t = jax.ShapeDtypeStruct((), layout.dtype)
+    y = {name: jax.ShapeDtypeStruct(shape, layout.dtype) for name, shape in
+         zip(layout.names, layout.shapes)}
+
+    def call(t, values):
+        return getattr(model, part)(t, State.from_info(layout.info, values))
+
+    out = jax.eval_shape(call, t, y)
+    if isinstance(out, State):
+        out = out.values
+    if not isinstance(out, Mapping):
+        raise TypeError(
+            f"{cls}.{part} must return a dict with one entry per state variable "
+            f"({', '.join(layout.names)}), got {type(out).__name__}"
+        )
+    missing = [name for name in layout.names if name not in out]
+    extra = [name for name in out if name not in layout.names]
+    if missing:
+        raise ValueError(f"{cls}.{part} returned no derivative for state variable {missing[0]!r}")
+    if extra:
+        raise ValueError(
+            f"{cls}.{part} returned {extra[0]!r}, which is not a state variable of {cls} "
+            f"(variables: {', '.join(layout.names)})"
+        )
+    for name, shape in zip(layout.names, layout.shapes):
+        got = tuple(getattr(out[name], "shape", np.shape(out[name])))
+        try:
+            fits = np.broadcast_shapes(got, shape) == shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"{cls}.{part} returned shape {got} for state variable {name!r}, whose "
+                f"shape is {shape}"
+            )
