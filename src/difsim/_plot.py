@@ -12,9 +12,8 @@ from difsim._status import Status  # noqa: E402
 
 
 def _label(da: xr.DataArray) -> str:
-    label = da.attrs.get("long_name", da.name)
     units = da.attrs.get("units")
-    return f"{label} [{units}]" if units else str(label)
+    return f"{da.name} [{units}]" if units else str(da.name)
 
 
 def plot(dataset: xr.Dataset, path: str | Path | None = None, phase: tuple[str, str] | None = None):

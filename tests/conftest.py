@@ -1,0 +1,34 @@
+"""Strict settings for the whole suite: float64, no silent rank promotion, 8 CPU devices."""
+
+import os
+
+# Must be set before jax initialises its backends: sharding tests need several devices.
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+@pytest.fixture
+def getkey():
+    """A function returning fresh PRNG keys, deterministic per test."""
+    key = jax.random.key(5678)
+
+    def _getkey():
+        nonlocal key
+        key, sub = jax.random.split(key)
+        return sub
+
+    return _getkey
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _clear_jax_caches():
+    # Compiled executables pile up over a long single-process run until XLA hits the
+    # memory-map limit (STYLE.md item 12): drop them after every test module.
+    yield
+    jax.clear_caches()
