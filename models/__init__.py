@@ -1,10 +1,28 @@
 """The difsim model zoo: classic ODE systems with literature defaults.
 
 `MODELS` is the explicit name → class table that configs use (`[model] name = "lorenz"`).
+See `docs/zoo.md` for the equations, parameters and sources.
 """
 
+from difsim.models._decay import ExponentialDecay as ExponentialDecay
+from difsim.models._epidemic import SEIR as SEIR, SIR as SIR
+from difsim.models._kepler import Kepler as Kepler
 from difsim.models._lorenz import Lorenz as Lorenz
+from difsim.models._lotka_volterra import LotkaVolterra as LotkaVolterra
+from difsim.models._oscillator import HarmonicOscillator as HarmonicOscillator
+from difsim.models._pendulum import DampedDrivenPendulum as DampedDrivenPendulum
+from difsim.models._robertson import Robertson as Robertson
+from difsim.models._van_der_pol import VanDerPol as VanDerPol
 
 MODELS: dict[str, type] = {
+    "exponential_decay": ExponentialDecay,
+    "harmonic_oscillator": HarmonicOscillator,
+    "pendulum": DampedDrivenPendulum,
+    "lotka_volterra": LotkaVolterra,
     "lorenz": Lorenz,
+    "van_der_pol": VanDerPol,
+    "sir": SIR,
+    "seir": SEIR,
+    "robertson": Robertson,
+    "kepler": Kepler,
 }

@@ -4,6 +4,7 @@ import dataclasses
 from collections.abc import Callable
 
 import diffrax as dfx
+import optimistix as optx
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,12 +87,19 @@ def solver_info(solver: str | dfx.AbstractSolver) -> SolverInfo | None:
 
 
 def make_solver(solver: str | dfx.AbstractSolver) -> dfx.AbstractSolver:
-    """A diffrax solver from a registered name (case-insensitive) or an instance (returned as is)."""
+    """A diffrax solver from a registered name (case-insensitive), or an instance as is."""
     if isinstance(solver, dfx.AbstractSolver):
         return solver
     if not isinstance(solver, str):
         raise TypeError(f"solver must be a name or a diffrax solver, got {type(solver).__name__}")
-    return solver_info(solver).cls()
+    info = solver_info(solver)
+    if info.implicit:
+        # Chord (one Jacobian per nonlinear solve), tolerances from the step-size controller.
+        # Not diffrax's default VeryChord: in diffrax 0.7.2 it reports benign iterations as
+        # diverged, so Kvaerno5 takes ~10x the steps on Robertson and KenCarp4 stalls at
+        # max_steps on smooth problems (tests/test_solvers.py).
+        return info.cls(root_finder=dfx.with_stepsize_controller_tols(optx.Chord)())
+    return info.cls()
 
 
 def make_controller(

@@ -10,8 +10,14 @@ def scipy_reference(fun, t_span, y0, t_eval, method="DOP853", rtol=1e-12, atol=1
     Returns an array of shape `(len(t_eval), len(y0))`.
     """
     sol = scipy.integrate.solve_ivp(
-        fun, t_span, np.asarray(y0, dtype=float), t_eval=t_eval, method=method,
-        rtol=rtol, atol=atol, **kw,
+        fun,
+        t_span,
+        np.asarray(y0, dtype=float),
+        t_eval=t_eval,
+        method=method,
+        rtol=rtol,
+        atol=atol,
+        **kw,
     )
     assert sol.success, sol.message
     return sol.y.T

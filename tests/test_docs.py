@@ -63,10 +63,10 @@ def test_models_doc_hopf_bifurcation(models_doc):
 def test_models_doc_fixed_point(models_doc):
     ds, Brusselator = models_doc["ds"], models_doc["Brusselator"]
     a, b = 1.0, 1.5
-    sol = ds.simulate(Brusselator(a=a, b=b), t0=0.0, t1=100.0, save="final", rtol=1e-10,
-                      atol=1e-10)
-    np.testing.assert_allclose([float(sol.final["u"]), float(sol.final["v"])], [a, b / a],
-                               atol=1e-7)
+    sol = ds.simulate(Brusselator(a=a, b=b), t0=0.0, t1=100.0, save="final", rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        [float(sol.final["u"]), float(sol.final["v"])], [a, b / a], atol=1e-7
+    )
 
 
 def test_models_doc_gradient(models_doc):

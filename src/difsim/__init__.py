@@ -9,9 +9,12 @@ import importlib
 import importlib.metadata
 
 from difsim import solvers as solvers
+from difsim._config import ConfigError as ConfigError, load_config as load_config
 from difsim._event import Event as Event
+from difsim._experiment import Experiment as Experiment
 from difsim._model import Model as Model, param as param
 from difsim._plot import plot as plot
+from difsim._run import run_config as run_config
 from difsim._simulate import simulate as simulate
 from difsim._solution import Solution as Solution
 from difsim._state import State as State, Var as Var, VarInfo as VarInfo

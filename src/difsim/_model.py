@@ -76,7 +76,18 @@ class Model(eqx.Module):
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
-            if field.metadata.get("static", False) or field.name == "state":
+            if field.metadata.get("static", False):
+                continue
+            if field.name == "state":
+                # Initial values become arrays too, or `eqx.filter_jit`/`filter_grad` would
+                # treat a Python-float initial state as static (no gradient, recompiles).
+                # Done per instance, not in `State()`, which runs at class definition,
+                # possibly before the user enables float64.
+                state = self.state
+                if isinstance(state, State):
+                    values = {k: _to_leaf(v, float) for k, v in state.items()}
+                    if any(values[k] is not v for k, v in state.items()):
+                        object.__setattr__(self, "state", state.with_values(values))
                 continue
             value = getattr(self, field.name)
             converted = _to_leaf(value, field.type)
@@ -143,7 +154,13 @@ class Model(eqx.Module):
     @classmethod
     def parameter_info(cls, name: str) -> dict[str, str | None]:
         """Units and description of parameter `name` (from [`param`][]; `None` if unset)."""
-        field = {f.name: f for f in dataclasses.fields(cls)}[name]
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        if name not in cls.parameter_names():
+            raise ValueError(
+                f"{cls.__name__} has no parameter {name!r}; parameters are "
+                f"{', '.join(cls.parameter_names()) or '(none)'}"
+            )
+        field = fields[name]
         return {k: field.metadata.get(k) for k in ("units", "description")}
 
     def replace(self, **changes: Any) -> "Model":

@@ -2,13 +2,9 @@
 
 from pathlib import Path
 
-import matplotlib
+import xarray as xr
 
-matplotlib.use("Agg")  # headless by default: difsim runs on clusters and in CI
-import matplotlib.pyplot as plt  # noqa: E402
-import xarray as xr  # noqa: E402
-
-from difsim._status import Status  # noqa: E402
+from difsim._status import Status
 
 
 def _label(da: xr.DataArray) -> str:
@@ -23,14 +19,18 @@ def plot(dataset: xr.Dataset, path: str | Path | None = None, phase: tuple[str, 
     drawn as a space–time image. `phase=("x", "z")` adds a phase portrait. With `path`, the
     figure is saved there (PNG at 120 dpi) and closed.
 
-    **Returns:** the `matplotlib.figure.Figure` (or `None` once saved and closed).
+    **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
     """
     names = [n for n, da in dataset.data_vars.items() if "time" in da.dims]
     if not names:
         raise ValueError("the dataset has no variable over 'time' to plot")
+    # A bare Figure, not pyplot: works headless on clusters and in CI without touching the
+    # user's backend, and matplotlib is imported only when a plot is asked for.
+    from matplotlib.figure import Figure
+
     npanel = len(names) + (phase is not None)
-    fig, axes = plt.subplots(npanel, 1, figsize=(8, 2.2 * npanel + 0.6), squeeze=False)
-    axes = axes[:, 0]
+    fig = Figure(figsize=(8, 2.2 * npanel + 0.6))
+    axes = fig.subplots(npanel, 1, squeeze=False)[:, 0]
     time = dataset["time"]
     for ax, name in zip(axes, names):
         da = dataset[name]
@@ -42,8 +42,14 @@ def plot(dataset: xr.Dataset, path: str | Path | None = None, phase: tuple[str, 
             da.transpose(other, "time").plot(ax=ax, add_colorbar=True)
             ax.set_title(_label(da), fontsize=9)
         else:
-            ax.text(0.5, 0.5, f"{name}: {da.ndim - 1}-D field (see snapshots)",
-                    ha="center", va="center", transform=ax.transAxes)
+            ax.text(
+                0.5,
+                0.5,
+                f"{name}: {da.ndim - 1}-D field (see snapshots)",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+            )
         ax.set_xlabel("")
     axes[len(names) - 1].set_xlabel(_label(time) if time.attrs else "time")
     if phase is not None:
@@ -60,6 +66,5 @@ def plot(dataset: xr.Dataset, path: str | Path | None = None, phase: tuple[str, 
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=120)
-        plt.close(fig)
         return None
     return fig

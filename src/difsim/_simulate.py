@@ -7,6 +7,7 @@ import diffrax as dfx
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
+import optimistix as optx
 
 from difsim import solvers
 from difsim._custom_types import RealScalarLike, SaveSpec, Times
@@ -83,6 +84,16 @@ def simulate(
             "rhs_stiff (the explicit and implicit parts of its right-hand side)"
         )
     controller_obj = solvers.make_controller(controller, solver_obj, rtol=rtol, atol=atol, dt0=dt0)
+    fixed_step = not isinstance(controller_obj, dfx.AbstractAdaptiveStepSizeController)
+    implicit = isinstance(solver_obj, dfx.AbstractImplicitSolver)
+    if isinstance(solver, str) and implicit and fixed_step:
+        # A named implicit solver takes its root-finder tolerances from an adaptive
+        # controller; with fixed steps there is none (diffrax refuses): use rtol/atol.
+        solver_obj = eqx.tree_at(
+            lambda s: (s.root_finder.rtol, s.root_finder.atol, s.root_finder.norm),
+            solver_obj,
+            (rtol, atol, optx.max_norm),
+        )
     adjoint_obj = solvers.make_adjoint(adjoint)
 
     state0 = model.initial_state()
@@ -100,12 +111,20 @@ def simulate(
     dfx_event = None if event is None else to_diffrax_event(event, layout, rtol, atol)
     meter = dfx.TqdmProgressMeter() if progress else dfx.NoProgressMeter()
 
+    if event is not None and isinstance(adjoint_obj, dfx.BacksolveAdjoint):
+        raise ValueError(
+            "adjoint='backsolve' cannot differentiate through a terminating event; use "
+            "adjoint='checkpoint' (or 'forward')"
+        )
+    # Times take the state's (real) dtype: diffrax would otherwise promote a float32 state
+    # to the float64 of Python-float times under x64, ignoring the precision the user chose.
+    dtype = jnp.finfo(layout.dtype).dtype
     return _solve(
         model,
-        ts,
-        jnp.asarray(t0),
-        jnp.asarray(t1),
-        None if dt0 is None else jnp.asarray(dt0),
+        None if ts is None else jnp.asarray(ts, dtype),
+        jnp.asarray(t0, dtype),
+        jnp.asarray(t1, dtype),
+        None if dt0 is None else jnp.asarray(dt0, dtype),
         terms=terms,
         solver=solver_obj,
         controller=controller_obj,
@@ -127,19 +146,53 @@ def _is_imex(solver: dfx.AbstractSolver) -> bool:
 
 
 @eqx.filter_jit
-def _solve(model, ts, t0, t1, dt0, *, terms, solver, controller, adjoint, event, meter, layout,
-           final_only, max_steps, throw):
-    subs = [dfx.SubSaveAt(t1=True) if final_only else dfx.SubSaveAt(ts=ts)]
-    if event is not None:
-        subs.append(dfx.SubSaveAt(t1=True))
+def _solve(
+    model,
+    ts,
+    t0,
+    t1,
+    dt0,
+    *,
+    terms,
+    solver,
+    controller,
+    adjoint,
+    event,
+    meter,
+    layout,
+    final_only,
+    max_steps,
+    throw,
+):
+    save = dict(t1=True) if final_only else dict(ts=ts)
+    # With an event, a second save of the end point gives `t_end`/`y_end`. Without one, a
+    # plain SaveAt: diffrax's BacksolveAdjoint rejects `SaveAt(subs=...)`.
+    if event is None:
+        saveat = dfx.SaveAt(**save)
+    else:
+        saveat = dfx.SaveAt(subs=[dfx.SubSaveAt(**save), dfx.SubSaveAt(t1=True)])
     y0 = layout.pack(model.initial_state().values)
     sol = dfx.diffeqsolve(
-        terms, solver, t0, t1, dt0, y0, args=model,
-        saveat=dfx.SaveAt(subs=subs), stepsize_controller=controller, adjoint=adjoint,
-        event=event, max_steps=max_steps, throw=False, progress_meter=meter,
+        terms,
+        solver,
+        t0,
+        t1,
+        dt0,
+        y0,
+        args=model,
+        saveat=saveat,
+        stepsize_controller=controller,
+        adjoint=adjoint,
+        event=event,
+        max_steps=max_steps,
+        throw=False,
+        progress_meter=meter,
     )
     status = status_from_result(sol.result)
-    saved_ts, saved_ys = sol.ts[0], sol.ys[0]
+    if event is None:
+        saved_ts, saved_ys = sol.ts, sol.ys
+    else:
+        saved_ts, saved_ys = sol.ts[0], sol.ys[0]
     # diffrax marks save times it never reached with t = inf: blank them with NaN.
     reached = jnp.isfinite(saved_ts)
     failed = ~((status == Status.SUCCESS) | (status == Status.EVENT))
@@ -152,26 +205,42 @@ def _solve(model, ts, t0, t1, dt0, *, terms, solver, controller, adjoint, event,
     else:
         ys = {k: jnp.where(_expand(reached, v), v, jnp.nan) for k, v in saved_ys.items()}
         nonfinite = ~jnp.all(
-            jnp.stack([jnp.all(jnp.isfinite(jnp.where(_expand(reached, v), v, 0)))
-                       for v in ys.values()])
+            jnp.stack(
+                [jnp.all(jnp.isfinite(jnp.where(_expand(reached, v), v, 0))) for v in ys.values()]
+            )
         )
     status = jnp.where((status == Status.SUCCESS) & nonfinite, int(Status.NONFINITE), status)
-    out_ts = jnp.broadcast_to(t1, (1,)) if final_only else ts
-    if throw:
-        failed = ~((status == Status.SUCCESS) | (status == Status.EVENT))
-        name = type(model).__name__
-        messages = [f"simulate({name}) failed [{s.name}]: {s.message}" for s in Status]
-        out_ts = eqx.branched_error_if(out_ts, failed, status, messages)
+    if final_only:
+        # With an event the final state is the one where the solve stopped, not at t1.
+        out_ts = jnp.broadcast_to(t1 if event is None else sol.ts[1][0], (1,))
+    else:
+        out_ts = ts
     t_end = y_end = None
     if event is not None:
         t_end = sol.ts[1][0]
         y_end = layout.unpack(sol.ys[1], axis=1)
         y_end = {k: v[0] for k, v in y_end.items()}
+    if throw:
+        failed = ~((status == Status.SUCCESS) | (status == Status.EVENT))
+        name = type(model).__name__
+        messages = [f"simulate({name}) failed [{s.name}]: {s.message}" for s in Status]
+        # Guard every output: under an outer jit, a check attached to `ts` alone is dead
+        # code (and silently dropped) whenever the caller only reads `ys`.
+        out_ts, ys, status, t_end, y_end = eqx.branched_error_if(
+            (out_ts, ys, status, t_end, y_end), failed, status, messages
+        )
     return Solution(
-        ts=out_ts, ys=ys, status=status, num_steps=sol.stats["num_steps"],
+        ts=out_ts,
+        ys=ys,
+        status=status,
+        num_steps=sol.stats["num_steps"],
         num_accepted_steps=sol.stats["num_accepted_steps"],
-        num_rejected_steps=sol.stats["num_rejected_steps"], t_end=t_end, y_end=y_end,
-        model=model, var_info=layout.info, solver=type(solver).__name__,
+        num_rejected_steps=sol.stats["num_rejected_steps"],
+        t_end=t_end,
+        y_end=y_end,
+        model=model,
+        var_info=layout.info,
+        solver=type(solver).__name__,
     )
 
 
@@ -194,7 +263,9 @@ def _resolve_times(t, t0, t1, save):
             raise ValueError(f"give either t (the save times) or t0/t1/save, not t and {clash[0]}")
         ts = jnp.asarray(t)
         if ts.ndim != 1 or ts.shape[0] < 2:
-            raise ValueError(f"t must be a 1-D array of at least 2 save times, got shape {ts.shape}")
+            raise ValueError(
+                f"t must be a 1-D array of at least 2 save times, got shape {ts.shape}"
+            )
         _check_increasing(ts, "t")
         return ts, ts[0], ts[-1], False
     if t0 is None or t1 is None:
@@ -236,4 +307,3 @@ def _check_increasing(ts, key: str) -> None:
         raise ValueError(f"{key} contains a non-finite time")
     if cts.size > 1 and not np.all(np.diff(cts) > 0):
         raise ValueError(f"{key} must be strictly increasing")
-

@@ -55,8 +55,10 @@ class Solution(eqx.Module):
     @property
     def final(self) -> dict[str, Array]:
         """The last saved state, `{name: value}` (NaN for a failed trajectory)."""
-        return {name: values[..., -1, *[slice(None)] * self._var_ndim(name)]
-                for name, values in self.ys.items()}
+        return {
+            name: values[..., -1, *[slice(None)] * self._var_ndim(name)]
+            for name, values in self.ys.items()
+        }
 
     def _var_ndim(self, name: str) -> int:
         return self.ys[name].ndim - self.ts.ndim
@@ -72,7 +74,7 @@ class Solution(eqx.Module):
         if name in ys:
             return ys[name]
         raise AttributeError(
-            f"Solution has no attribute {name!r}; state variables are {', '.join(ys)}"
+            f"Solution has no attribute {name!r}; state variables are {', '.join(self.names)}"
         )
 
     def to_xarray(self, batch_dims=None, batch_coords=None):

@@ -94,7 +94,10 @@ class State(eqx.Module):
         return self.values[self._check(name)]
 
     def __getitem__(self, name: str) -> Any:
-        return self.values[self._check(name)]
+        try:
+            return self.values[self._check(name)]
+        except AttributeError as error:  # mapping-style access fails like a mapping
+            raise KeyError(str(error)) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names)

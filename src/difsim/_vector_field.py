@@ -7,6 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from difsim._state import State, VarInfo
 
@@ -54,7 +55,12 @@ class Layout(eqx.Module):
     def unpack(self, y, axis: int = 0) -> dict[str, Any]:
         """Named views of `y`; `axis` is where the variable axis sits (1 for saved `ys`)."""
         if self.packed:
-            return {name: jnp.take(y, i, axis=axis) for i, name in enumerate(self.names)}
+            # `index_in_dim`, not `jnp.take`: take's default out-of-bounds mode adds a
+            # NaN-select per variable to every right-hand-side evaluation.
+            return {
+                name: lax.index_in_dim(y, i, axis=axis, keepdims=False)
+                for i, name in enumerate(self.names)
+            }
         return dict(y)
 
     def view(self, y) -> State:
@@ -82,8 +88,10 @@ def check_rhs(model, layout: Layout, part: str) -> None:
     whose derivative is missing, unexpected, or of a shape that does not fit."""
     cls = type(model).__name__
     t = jax.ShapeDtypeStruct((), layout.dtype)
-    y = {name: jax.ShapeDtypeStruct(shape, layout.dtype) for name, shape in
-         zip(layout.names, layout.shapes)}
+    y = {
+        name: jax.ShapeDtypeStruct(shape, layout.dtype)
+        for name, shape in zip(layout.names, layout.shapes)
+    }
 
     def call(t, values):
         return getattr(model, part)(t, State.from_info(layout.info, values))
@@ -92,9 +100,11 @@ def check_rhs(model, layout: Layout, part: str) -> None:
     if isinstance(out, State):
         out = out.values
     if not isinstance(out, Mapping):
+        # eval_shape turns a returned array into a ShapeDtypeStruct: name what the user wrote.
+        got = f"an array of shape {out.shape}" if hasattr(out, "shape") else type(out).__name__
         raise TypeError(
             f"{cls}.{part} must return a dict with one entry per state variable "
-            f"({', '.join(layout.names)}), got {type(out).__name__}"
+            f"({', '.join(layout.names)}), got {got}"
         )
     missing = [name for name in layout.names if name not in out]
     extra = [name for name in out if name not in layout.names]

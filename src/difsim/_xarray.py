@@ -74,8 +74,11 @@ def to_xarray(
     data_vars["status"] = (batch_dims, status.astype(np.int32), flag_attrs())
     data_vars["num_steps"] = (batch_dims, np.asarray(solution.num_steps), {})
     if solution.t_end is not None:
-        data_vars["t_end"] = (batch_dims, np.asarray(solution.t_end),
-                              dict(long_name="time the solve stopped (event)"))
+        data_vars["t_end"] = (
+            batch_dims,
+            np.asarray(solution.t_end),
+            dict(long_name="time the solve stopped (event)"),
+        )
 
     attrs: dict[str, Any] = dict(
         model=type(model).__name__,
@@ -84,23 +87,26 @@ def to_xarray(
         difsim_version=_difsim_version(),
         parameters=" ".join(model.parameter_names()),
     )
-    doc = (type(model).__doc__ or "").strip().splitlines()
-    if doc:
+    # `type(model).__doc__` alone would give the signature dataclasses invents for a class
+    # without a docstring.
+    doc = (type(model).__dict__.get("__doc__") or "").strip().splitlines()
+    if doc and not doc[0].startswith(f"{type(model).__name__}("):
         attrs["title"] = doc[0]
     if nbatch == 0:
         attrs["status_message"] = Status(int(status)).message
     for pname, value in model.parameters().items():
         info = type(model).parameter_info(pname)
         value = np.asarray(value)
-        if value.ndim == 0:
-            attrs[pname] = value.item()
+        batched = value.ndim > 0 and value.shape == status.shape
+        if value.ndim == 0 or (batched and np.all(value == value.reshape(-1)[0])):
+            attrs[pname] = value.reshape(-1)[0].item()
             if info["units"]:
                 attrs[f"{pname}_units"] = info["units"]
-        elif value.shape == status.shape and np.all(value == value.reshape(-1)[0]):
-            attrs[pname] = value.reshape(-1)[0].item()
+        elif batched and pname in (batch_coords or {}):
+            # Swept over a batch axis named after it: the coordinate carries the values.
+            coords[pname] = (pname, coords[pname][1], {k: v for k, v in info.items() if v})
         else:
-            pdims = batch_dims if value.shape == status.shape else tuple(
-                f"{pname}_dim{i}" for i in range(value.ndim))
+            pdims = batch_dims if batched else tuple(f"{pname}_dim{i}" for i in range(value.ndim))
             data_vars[pname] = (pdims, value, {k: v for k, v in info.items() if v})
     attrs = {k: v for k, v in attrs.items() if _attr_value(v) is not None}
     return xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)

@@ -1,0 +1,44 @@
+"""Robertson's stiff chemical kinetics problem."""
+
+from typing import ClassVar
+
+import difsim as ds
+
+
+class Robertson(ds.Model):
+    r"""Robertson's autocatalytic reaction system, the classic stiff test problem.
+
+    $$\dot y_1 = -k_1 y_1 + k_3 y_2 y_3,\quad
+    \dot y_2 = k_1 y_1 - k_3 y_2 y_3 - k_2 y_2^2,\quad
+    \dot y_3 = k_2 y_2^2$$
+
+    The rate constants span eleven orders of magnitude, so explicit solvers crawl:
+    `stiff = True` makes `simulate` default to the implicit `kvaerno5`. The total
+    $y_1 + y_2 + y_3$ is conserved (= 1 from the default state). Solutions are usually
+    viewed on a log time axis out to $t = 10^{11}$.
+
+    **Parameters:** `k1` (0.04), `k2` (3e7), `k3` (1e4): rate constants in 1/time and
+    1/(concentration · time). **State:** `y1` (default 1), `y2` (0), `y3` (0),
+    dimensionless concentrations. Time in model units.
+
+    Source: H. H. Robertson, "The solution of a set of reaction rate equations", in
+    J. Walsh (ed.), *Numerical Analysis: An Introduction* (Academic Press, 1966), 178–182;
+    E. Hairer and G. Wanner, *Solving Ordinary Differential Equations II* (2nd ed.,
+    Springer 1996), §IV.1 (problem ROBER).
+    """
+
+    k1: float = ds.param(0.04, description="rate constant of A -> B")
+    k2: float = ds.param(3e7, description="rate constant of 2B -> B + C")
+    k3: float = ds.param(1e4, description="rate constant of B + C -> A + C")
+    state = ds.State(
+        y1=ds.Var(1.0, units="1", description="concentration of A"),
+        y2=ds.Var(0.0, units="1", description="concentration of B"),
+        y3=ds.Var(0.0, units="1", description="concentration of C"),
+    )
+    stiff: ClassVar[bool] = True
+
+    def rhs(self, t, s):
+        a_to_b = self.k1 * s.y1
+        b_c = self.k3 * s.y2 * s.y3
+        b_b = self.k2 * s.y2**2
+        return dict(y1=-a_to_b + b_c, y2=a_to_b - b_c - b_b, y3=b_b)

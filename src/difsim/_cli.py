@@ -1,0 +1,207 @@
+"""The `difsim` command line: `difsim run CONFIG`, `difsim models`, `difsim solvers`.
+
+Exit codes: 0 success; 1 the solve failed (partial output is still written); 2 invalid
+config or command line (message on stderr, no traceback); 130 interrupted.
+"""
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from difsim._config import ConfigError, load_config, parse_override
+
+# diffrax's adjoints carry no one-line summary of their own; these match `simulate`'s docs.
+_ADJOINT_NOTES = {
+    "checkpoint": "reverse mode with recursive checkpointing (default)",
+    "direct": "reverse mode that also supports forward mode; more memory",
+    "forward": "forward mode: best for few parameters and jax.jacfwd",
+    "backsolve": "continuous adjoint solved backwards in time: O(1) memory",
+}
+
+
+def _version() -> str:
+    import difsim
+
+    return difsim.__version__
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="difsim",
+        description="Differentiable simulation of ODE and PDE models with JAX.",
+        epilog="Configs are documented in docs/configs.md.",
+    )
+    parser.add_argument("--version", action="version", version=f"difsim {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = commands.add_parser(
+        "run",
+        help="run an experiment config (TOML)",
+        description="Check CONFIG, simulate, write netCDF + PNG.",
+    )
+    run.add_argument("config", metavar="CONFIG", help="experiment config file (TOML)")
+    _add_set(run)
+    run.add_argument(
+        "-o", "--output", metavar="PATH", help="netCDF output path (replaces [output] path)"
+    )
+    run.add_argument("--no-plot", dest="plot", action="store_false", help="skip the PNG")
+    run.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar (default: when stderr is a terminal)",
+    )
+
+    check = commands.add_parser(
+        "check",
+        help="check a config and print it in full",
+        description="Check CONFIG (no simulation) and print the "
+        "complete config, defaults filled in, as TOML.",
+    )
+    check.add_argument("config", metavar="CONFIG", help="experiment config file (TOML)")
+    _add_set(check)
+
+    commands.add_parser("models", help="list the models configs can name")
+    commands.add_parser("solvers", help="list solvers, step-size controllers and adjoints")
+    return parser
+
+
+def _add_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set solver.rtol=1e-8 "
+        "--set model.parameters.rho=20 (repeatable; values are TOML)",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `difsim` command (and `python -m difsim`); returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "models":
+            return _models()
+        if args.command == "solvers":
+            return _solvers()
+        overrides = dict(parse_override(text) for text in args.overrides)
+        experiment = load_config(args.config, overrides=overrides)
+        if args.command == "check":
+            print(experiment.to_toml(), end="")
+            return 0
+        return _run(experiment, args)
+    except ConfigError as e:
+        print(f"difsim: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("difsim: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(experiment, args) -> int:
+    from difsim._run import execute, final_state  # imports jax: only when running
+
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    result = execute(experiment, output=args.output, plot=args.plot, progress=progress)
+    ds, spec = result.dataset, experiment.solver
+    model = experiment.model
+    params = ", ".join(
+        f"{p}={ds.attrs[p]:.6g}"
+        for p in model.cls.parameter_names()
+        if isinstance(ds.attrs.get(p), int | float)
+    )
+    steps = (
+        f"{int(ds.num_steps)} ({ds.attrs['num_accepted_steps']} accepted, "
+        f"{ds.attrs['num_rejected_steps']} rejected)"
+    )
+    t_last, last = final_state(ds)
+    tol = (
+        f"rtol={spec.rtol:g}, atol={spec.atol:g}"
+        if spec.controller == "pid"
+        else f"fixed step dt0={spec.dt0:g}"
+    )
+    lines = [
+        ("model", f"{model.name} ({model.cls.__name__})" + (f": {params}" if params else "")),
+        ("solver", f"{spec.name}, {spec.controller} controller, {tol}, {spec.dtype}"),
+        (
+            "time",
+            f"{experiment.time.t0:g} to {experiment.time.t1:g}, {ds.sizes['time']} saved points",
+        ),
+        ("status", f"{result.status.name}: {result.status.message}"),
+        ("steps", steps),
+        ("wall time", f"{result.wall_time:.2f} s (simulate, including compilation)"),
+        (
+            "final state",
+            f"t={t_last:g}{'' if result.status.ok else ' (last before the failure)'}"
+            f": " + ", ".join(f"{k}={v}" for k, v in last.items()),
+        ),
+        (
+            "output",
+            ", ".join(str(p) for p in (result.output, result.plot) if p)
+            or "(none: give [output] path or --output)",
+        ),
+    ]
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        print(f"{key:>{width}}  {value}")
+    if not result.status.ok:
+        sys.stdout.flush()
+        partial = (
+            f"; partial output (NaN after the failure) in {result.output}" if result.output else ""
+        )
+        print(
+            f"difsim: error: simulate({model.cls.__name__}) failed "
+            f"[{result.status.name}]: {result.status.message}{partial}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
+    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+    return "\n".join([*lines, *(fmt.format(*r) for r in rows)])
+
+
+def _models() -> int:
+    import dataclasses
+
+    from difsim.models import MODELS
+
+    rows = []
+    for name, cls in MODELS.items():
+        state = {f.name: f.default for f in dataclasses.fields(cls)}.get("state")
+        names = " ".join(getattr(state, "names", ()))
+        doc = (cls.__doc__ or "").strip().splitlines()
+        rows.append((name, cls.__name__, names, doc[0] if doc else ""))
+    print(_table(rows, ("name", "class", "state", "description")))
+    return 0
+
+
+def _solvers() -> int:
+    from difsim import solvers
+
+    yes = {True: "yes", False: "-"}
+    rows = [
+        (i.name, str(i.order), yes[i.adaptive], yes[i.implicit], yes[i.imex], i.description)
+        for i in solvers.SOLVERS.values()
+    ]
+    print("Solvers ([solver] name)\n")
+    print(_table(rows, ("name", "order", "adaptive", "implicit", "imex", "description")))
+    print("\nStep-size controllers ([solver] controller)\n")
+    print(_table(list(solvers.CONTROLLERS.items()), ("name", "description")))
+    print("\nAdjoints ([solver] adjoint)\n")
+    rows = [
+        (name, f"{_ADJOINT_NOTES.get(name, '')} ({cls.__name__})".strip())
+        for name, cls in solvers.ADJOINTS.items()
+    ]
+    print(_table(rows, ("name", "description")))
+    return 0

@@ -1,0 +1,414 @@
+"""Experiment configs: TOML files (or dicts) checked against an explicit schema.
+
+The schema is the table [`SECTIONS`][]: section name → allowed keys (kind, default,
+description) plus a handler that turns the checked values into a small frozen spec. Adding
+a section (`[sweep]`, `[fit]`) is one entry there, its handler, and a field of
+[`Experiment`][]. Everything is checked before anything is built or compiled; every problem
+raises a [`ConfigError`][] naming the key (`[solver] rtol`), what was expected and what was
+given.
+"""
+
+import importlib
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import numpy as np
+
+from difsim import solvers
+from difsim._experiment import (
+    Experiment as Experiment,
+    ModelSpec as ModelSpec,
+    OutputSpec as OutputSpec,
+    SolverSpec as SolverSpec,
+    TimeSpec as TimeSpec,
+    field_defaults,
+)
+from difsim._model import Model
+from difsim._schema import (
+    NUMBER,
+    PLOT,
+    POSITIVE,
+    POSITIVE_INT,
+    REQUIRED,
+    SAVE,
+    STRING,
+    TABLE,
+    ConfigError as ConfigError,
+    Key as Key,
+    Section as Section,
+    apply_overrides as apply_overrides,
+    check_section,
+    did_you_mean,
+    given,
+    is_number,
+    names_list,
+    parse_override as parse_override,
+    plain,
+)
+from difsim._state import State
+from difsim._toml import format_value
+
+
+# ---------------------------------------------------------------- section handlers
+def _parse_model(values: dict[str, Any], parsed: dict[str, Any]) -> ModelSpec:
+    cls = resolve_model(values["name"])
+    defaults = field_defaults(cls)
+    names = cls.parameter_names()
+    params = values["parameters"]
+    for name, value in params.items():
+        key = f"model.parameters.{name}"
+        if name not in names:
+            raise ConfigError(
+                f"{cls.__name__} has no parameter {name!r}; its parameters are "
+                f"{names_list(names)}{did_you_mean(name, names)}",
+                key,
+            )
+        _check_array_value(value, defaults.get(name), key, "parameter")
+    for name in names:
+        if defaults.get(name, REQUIRED) is REQUIRED and name not in params:
+            raise ConfigError(
+                f"{cls.__name__} has no default for {name!r}: give a value",
+                f"model.parameters.{name}",
+            )
+    state0 = defaults.get("state")
+    for name, value in values["state"].items():
+        key = f"model.state.{name}"
+        if not isinstance(state0, State):
+            raise ConfigError(f"{cls.__name__} declares no state variables", "model.state")
+        if name not in state0.names:
+            raise ConfigError(
+                f"{cls.__name__} has no state variable {name!r}; its variables are "
+                f"{names_list(state0.names)}{did_you_mean(name, state0.names)}",
+                key,
+            )
+        _check_array_value(value, state0[name], key, "state variable")
+    return ModelSpec(values["name"], cls, dict(params), dict(values["state"]))
+
+
+def _parse_time(values: dict[str, Any], parsed: dict[str, Any]) -> TimeSpec:
+    t0, t1, save = float(values["t0"]), float(values["t1"]), values["save"]
+    if not t1 > t0:
+        raise ConfigError(
+            f"must be greater than t0 = {format_value(t0)}, got {format_value(t1)}", "time.t1"
+        )
+    if isinstance(save, list):
+        if not save:
+            raise ConfigError(
+                "the list of save times is empty; give at least one time", "time.save"
+            )
+        for i, t in enumerate(save):
+            if not is_number(t):
+                raise ConfigError(
+                    f"save[{i}]: expected a number (a time), got {given(t)}", "time.save"
+                )
+        for i in range(1, len(save)):
+            if not save[i] > save[i - 1]:
+                raise ConfigError(
+                    f"times must be strictly increasing, but save[{i}] = {save[i]} follows "
+                    f"save[{i - 1}] = {save[i - 1]}",
+                    "time.save",
+                )
+        for i, t in enumerate(save):
+            if not t0 <= t <= t1:
+                raise ConfigError(
+                    f"time {t} (save[{i}]) lies outside [t0, t1] = [{format_value(t0)}, "
+                    f"{format_value(t1)}]",
+                    "time.save",
+                )
+        save = tuple(float(t) for t in save)
+    return TimeSpec(t0, t1, save)
+
+
+def _parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
+    cls = parsed["model"].cls
+    name = values["name"] or ("kvaerno5" if cls.stiff else "tsit5")
+    info = solvers.SOLVERS[name]
+    if info.imex and not cls.has_split():
+        raise ConfigError(
+            f"{name!r} is an IMEX solver, so {cls.__name__} would need rhs_nonstiff and "
+            "rhs_stiff; choose a solver that is not IMEX, e.g. 'kvaerno5' or 'tsit5'",
+            "solver.name",
+        )
+    controller = values["controller"] or ("pid" if info.adaptive else "constant")
+    if controller == "pid" and not info.adaptive:
+        raise ConfigError(
+            f"'pid' needs an error estimate, which solver {name!r} does not have; use "
+            'controller = "constant" with a step dt0, or an adaptive solver',
+            "solver.controller",
+        )
+    if controller == "constant" and values["dt0"] is None:
+        raise ConfigError(
+            f"a fixed step (controller 'constant', solver {name!r}) needs the step size: "
+            "give dt0, e.g. dt0 = 0.01",
+            "solver.dt0",
+        )
+    dt0 = values["dt0"]
+    return SolverSpec(
+        name=name,
+        rtol=float(values["rtol"]),
+        atol=float(values["atol"]),
+        dt0=None if dt0 is None else float(dt0),
+        controller=controller,
+        max_steps=values["max_steps"],
+        adjoint=values["adjoint"],
+        dtype=values["dtype"],
+    )
+
+
+def _parse_output(values: dict[str, Any], parsed: dict[str, Any]) -> OutputSpec:
+    return OutputSpec(values["path"], values["plot"])
+
+
+# The whole schema. Order matters: handlers see the specs of the sections before them.
+SECTIONS: dict[str, Section] = {
+    "model": Section(
+        "the model to simulate",
+        {
+            "name": Key(
+                STRING,
+                'a name from difsim.models.MODELS, or "package.module:Class" '
+                "naming a difsim.Model subclass",
+                REQUIRED,
+            ),
+            "parameters": Key(
+                TABLE,
+                "parameter values (numbers; lists for array parameters); "
+                "others keep the model's defaults",
+                {},
+            ),
+            "state": Key(
+                TABLE,
+                "initial values of state variables (numbers; lists for array "
+                "variables); others keep the model's defaults",
+                {},
+            ),
+        },
+        _parse_model,
+        required=True,
+    ),
+    "time": Section(
+        "the time span and save times, in the model's time units",
+        {
+            "t0": Key(NUMBER, "start time", 0.0),
+            "t1": Key(NUMBER, "end time (> t0)", REQUIRED),
+            "save": Key(
+                SAVE,
+                'what to save: "final" (only t1), a number of evenly spaced points '
+                "from t0 to t1, or a strictly increasing list of times in [t0, t1]",
+                101,
+            ),
+        },
+        _parse_time,
+        required=True,
+    ),
+    "solver": Section(
+        "how to integrate",
+        {
+            "name": Key(
+                STRING,
+                "a solver from difsim.solvers.SOLVERS (default: tsit5, or "
+                "kvaerno5 for stiff models)",
+                None,
+                lambda: list(solvers.SOLVERS),
+            ),
+            "rtol": Key(POSITIVE, "relative tolerance", 1e-6),
+            "atol": Key(POSITIVE, "absolute tolerance", 1e-6),
+            "dt0": Key(
+                POSITIVE,
+                "initial step (adaptive) or the step (fixed-step); default: "
+                "chosen automatically by adaptive solvers",
+                None,
+            ),
+            "controller": Key(
+                STRING,
+                "step-size controller from difsim.solvers.CONTROLLERS "
+                "(default: pid for adaptive solvers, else constant)",
+                None,
+                lambda: list(solvers.CONTROLLERS),
+            ),
+            "max_steps": Key(POSITIVE_INT, "most steps before the solve gives up", 16384),
+            "adjoint": Key(
+                STRING,
+                "how gradients pass through the solve (used by fitting), "
+                "from difsim.solvers.ADJOINTS",
+                "checkpoint",
+                lambda: list(solvers.ADJOINTS),
+            ),
+            "dtype": Key(
+                STRING,
+                "floating-point precision of the run",
+                "float32",
+                lambda: ["float32", "float64"],
+            ),
+        },
+        _parse_solver,
+    ),
+    "output": Section(
+        "where results go",
+        {
+            "path": Key(STRING, "netCDF output file (relative to the current directory)", None),
+            "plot": Key(
+                PLOT,
+                "write a PNG quick-look: true (next to path, suffix .png), false, or a PNG path",
+                True,
+            ),
+        },
+        _parse_output,
+    ),
+    "sweep": Section("parameter sweeps", {}, None, unsupported=True),
+    "fit": Section("fitting parameters to data", {}, None, unsupported=True),
+}
+
+
+# ---------------------------------------------------------------- loading
+def load_config(
+    source: "str | os.PathLike | Mapping[str, Any] | Experiment",
+    *,
+    overrides: Mapping[str, Any] | None = None,
+) -> Experiment:
+    """Read and check an experiment config.
+
+    **Arguments:**
+
+    - `source`: a TOML file path, the same content as a dict (`{"model": {"name": ...}}`),
+      or an [`Experiment`][] (re-checked with `overrides`).
+    - `overrides`: `{"solver.rtol": 1e-8, "model.parameters.rho": 20.0}`, applied on top
+      (what `difsim run --set` passes).
+
+    **Returns:** an [`Experiment`][]. Nothing is built or compiled.
+
+    **Raises:** [`ConfigError`][] naming the offending key, for anything invalid.
+    """
+    origin = None
+    if isinstance(source, Experiment):
+        raw, origin = source.to_dict(), source.source
+    elif isinstance(source, Mapping):
+        raw = plain(source)
+    elif isinstance(source, str | os.PathLike):
+        origin = str(source)
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError("config file not found", source=origin) from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read the config file: {e}", source=origin) from None
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"invalid TOML: {e}", source=origin) from None
+    else:
+        raise TypeError(
+            f"load_config expects a path, a dict or an Experiment, got {type(source).__name__}"
+        )
+    overrides = {} if overrides is None else dict(overrides)
+    try:
+        raw = apply_overrides(raw, overrides)
+        parsed = _check(raw)
+    except ConfigError as e:
+        culprit = [k for k in overrides if e.key and (e.key == k or e.key.startswith(k + "."))]
+        problem = e.problem + (f" (set by override {culprit[0]})" if culprit else "")
+        raise ConfigError(problem, e.key, origin) from None
+    return Experiment(**parsed, source=origin)
+
+
+def _check(raw: dict[str, Any]) -> dict[str, Any]:
+    supported = [f"[{s}]" for s, sec in SECTIONS.items() if not sec.unsupported]
+    for name, value in raw.items():
+        if name in SECTIONS:
+            continue
+        if isinstance(value, dict):
+            raise ConfigError(
+                f"unknown section; sections are {', '.join(supported)}"
+                f"{did_you_mean(name, list(SECTIONS))}",
+                name,
+            )
+        raise ConfigError(
+            f"top-level key {name!r} belongs in a section; sections are {', '.join(supported)}"
+        )
+    parsed = {}
+    for name, section in SECTIONS.items():
+        if section.unsupported:
+            if name in raw:
+                import difsim
+
+                raise ConfigError(
+                    f"this section ({section.description}) is not supported yet in this "
+                    f"version of difsim ({difsim.__version__}); remove it to run the rest",
+                    name,
+                )
+            continue
+        if name not in raw and section.required:
+            raise ConfigError(f"missing required section ({section.description})", name)
+        values = check_section(name, section, raw.get(name, {}))
+        parsed[name] = section.handler(values, parsed)
+    return parsed
+
+
+def resolve_model(name: str) -> type[Model]:
+    """The model class for `[model] name`: a key of `difsim.models.MODELS`, or
+    `"package.module:Class"` (imported with importlib; must subclass `difsim.Model`)."""
+    from difsim.models import MODELS  # lazy: difsim.models imports difsim
+
+    key = "model.name"
+    if ":" not in name:
+        if name not in MODELS:
+            raise ConfigError(
+                f"unknown model {name!r}; choose one of {names_list(MODELS)}"
+                f'{did_you_mean(name, list(MODELS))}, or give "package.module:Class"',
+                key,
+            )
+        return MODELS[name]
+    module_name, _, qualname = name.partition(":")
+    if not module_name or not qualname:
+        raise ConfigError(f'expected "package.module:Class", got {name!r}', key)
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as e:  # the user's module may fail in any way while importing
+        raise ConfigError(
+            f"cannot import module {module_name!r} ({type(e).__name__}: {e})", key
+        ) from e
+    for part in qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(
+                f"module {module_name!r} has no attribute {qualname!r}", key
+            ) from None
+    if not (isinstance(obj, type) and issubclass(obj, Model)):
+        raise ConfigError(f"{name!r} is not a difsim.Model subclass (got {obj!r})", key)
+    return obj
+
+
+# ---------------------------------------------------------------- helpers
+def _check_array_value(value: Any, default: Any, key: str, what: str) -> None:
+    if isinstance(default, eqx.Module):
+        raise ConfigError(
+            f"this {what} is a {type(default).__name__}, which a config cannot set", key
+        )
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"expected true or false, got {given(value)}", key)
+        return
+    shape = np.shape(default) if default is not None else None
+    expected = "a number" if not shape else f"a number or a list of shape {shape}"
+    try:
+        array = np.asarray(value, dtype=float)
+        ok = not isinstance(value, bool | str) and _all_numbers(value)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ConfigError(f"expected {expected}, got {given(value)}", key)
+    if not np.all(np.isfinite(array)):
+        raise ConfigError(f"expected finite values, got {given(value)}", key)
+    if shape is not None and array.shape not in ((), shape):
+        raise ConfigError(f"expected {expected}, got shape {array.shape}", key)
+
+
+def _all_numbers(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_all_numbers(v) for v in value)
+    return isinstance(value, int | float) and not isinstance(value, bool)

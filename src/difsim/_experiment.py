@@ -1,0 +1,142 @@
+"""The checked form of an experiment config: one small frozen spec per section."""
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from difsim._model import Model
+from difsim._schema import ConfigError
+from difsim._toml import dumps as toml_dumps
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """`[model]`: which model, with which parameters and initial state."""
+
+    name: str
+    cls: type[Model]
+    parameters: Mapping[str, Any]
+    state: Mapping[str, Any]
+
+    def build(self) -> Model:
+        """The model instance (arrays take the current default float dtype, so call this
+        inside the run's precision context)."""
+        defaults = field_defaults(self.cls)
+        params = {k: _as_value(v, defaults.get(k)) for k, v in self.parameters.items()}
+        state0 = defaults.get("state")
+        state = {
+            f"state.{k}": _as_value(v, None if state0 is None else state0[k])
+            for k, v in self.state.items()
+        }
+        try:
+            return self.cls(**params).replace(**state)
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"{self.cls.__name__} rejected these values: {e}", "model") from e
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeSpec:
+    """`[time]`: the time span and the save times (in the model's time units)."""
+
+    t0: float
+    t1: float
+    save: str | int | tuple[float, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SolverSpec:
+    """`[solver]`: solver, tolerances, step control, adjoint and precision."""
+
+    name: str
+    rtol: float
+    atol: float
+    dt0: float | None
+    controller: str
+    max_steps: int
+    adjoint: str
+    dtype: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputSpec:
+    """`[output]`: where the netCDF file and the PNG quick-look go."""
+
+    path: str | None
+    plot: bool | str
+
+    def paths(self, output: str | os.PathLike | None = None) -> tuple[Path | None, Path | None]:
+        """`(netcdf, png)` paths; `output` replaces the configured netCDF path. The PNG is
+        the explicit `plot` path, else the netCDF path with suffix `.png`, else `None`."""
+        nc = Path(output) if output is not None else (Path(self.path) if self.path else None)
+        if isinstance(self.plot, str):
+            return nc, Path(self.plot)
+        return nc, (nc.with_suffix(".png") if self.plot and nc is not None else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """A checked experiment config: what `difsim run` executes.
+
+    Build one with [`load_config`][]; run it with [`run_config`][]. `to_dict()` and
+    `to_toml()` give the complete config (defaults filled in), which loads back to an equal
+    `Experiment` — outputs store it so every run can be reproduced.
+    """
+
+    model: ModelSpec
+    time: TimeSpec
+    solver: SolverSpec
+    output: OutputSpec
+    source: str | None = dataclasses.field(default=None, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The complete config as plain TOML-able data (optional unset keys omitted)."""
+        model = {"name": self.model.name}
+        if self.model.parameters:
+            model["parameters"] = dict(self.model.parameters)
+        if self.model.state:
+            model["state"] = dict(self.model.state)
+        save = self.time.save
+        out = {
+            "model": model,
+            "time": {
+                "t0": self.time.t0,
+                "t1": self.time.t1,
+                "save": list(save) if isinstance(save, tuple) else save,
+            },
+            "solver": dataclasses.asdict(self.solver),
+            "output": dataclasses.asdict(self.output),
+        }
+        return {s: {k: v for k, v in d.items() if v is not None} for s, d in out.items()}
+
+    def to_toml(self) -> str:
+        """The complete config as TOML text."""
+        return toml_dumps(self.to_dict())
+
+
+# ---------------------------------------------------------------- helpers
+def field_defaults(cls: type) -> dict[str, Any]:
+    """`{field: default}` of a dataclass; fields without a default are left out."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+def _as_value(value: Any, default: Any) -> Any:
+    import jax.numpy as jnp
+
+    if isinstance(value, bool):
+        return value
+    shape = np.shape(value) if default is None else np.shape(default)
+    if not isinstance(value, list) and shape == ():
+        return value
+    # A scalar fills an array-valued default (a uniform field); arrays take the default
+    # float dtype of the run's precision.
+    return jnp.broadcast_to(jnp.asarray(value, dtype=float), shape)

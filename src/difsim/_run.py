@@ -1,0 +1,168 @@
+"""Running a checked [`Experiment`][]: simulate, then write netCDF and PNG atomically."""
+
+import dataclasses
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import xarray as xr
+
+from difsim._config import Experiment, load_config
+from difsim._plot import plot as plot_dataset
+from difsim._simulate import simulate
+from difsim._status import Status
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What one run produced.
+
+    **Fields:** `dataset` (the labelled result; `attrs["config"]` holds the complete config
+    as TOML), `output` and `plot` (paths written, or `None`), `wall_time` (seconds spent in
+    `simulate`, including JIT compilation), `status` (a [`Status`][]).
+    """
+
+    dataset: xr.Dataset
+    output: Path | None
+    plot: Path | None
+    wall_time: float
+    status: Status
+
+
+def execute(
+    experiment: Experiment,
+    *,
+    output: str | os.PathLike | None = None,
+    plot: bool = True,
+    progress: bool = False,
+) -> RunResult:
+    """Run `experiment` and write its outputs; a failed solve is reported in `status`.
+
+    The solve runs with `throw=False`, so a failure still writes the (partial) output:
+    values after the failure are NaN and the `status` variable says what went wrong.
+    """
+    x64 = experiment.solver.dtype == "float64"
+    # Scoped precision: the model's arrays, the times and the compiled solve all take the
+    # config's dtype, whatever the process-wide setting is.
+    with jax.enable_x64(x64):
+        model = experiment.model.build()
+        spec, tspec = experiment.solver, experiment.time
+        start = time.perf_counter()
+        sol = simulate(
+            model,
+            t0=tspec.t0,
+            t1=tspec.t1,
+            save=list(tspec.save) if isinstance(tspec.save, tuple) else tspec.save,
+            solver=spec.name,
+            rtol=spec.rtol,
+            atol=spec.atol,
+            dt0=spec.dt0,
+            controller=spec.controller,
+            max_steps=spec.max_steps,
+            adjoint=spec.adjoint,
+            throw=False,
+            progress=progress,
+        )
+        sol = jax.block_until_ready(sol)
+        wall = time.perf_counter() - start
+        dataset = sol.to_xarray()
+    dataset.attrs.update(
+        config=experiment.to_toml(),
+        dtype=experiment.solver.dtype,
+        num_accepted_steps=int(sol.num_accepted_steps),
+        num_rejected_steps=int(sol.num_rejected_steps),
+    )
+    nc_path, png_path = experiment.output.paths(output)
+    if nc_path is not None:
+        atomic_write(nc_path, lambda p: dataset.to_netcdf(p))
+    if not plot:
+        png_path = None
+    if png_path is not None:
+        phase = type(model).phase
+        atomic_write(png_path, lambda p: plot_dataset(dataset, path=p, phase=phase))
+    return RunResult(dataset, nc_path, png_path, wall, Status(int(sol.status)))
+
+
+def run_config(
+    config: "str | os.PathLike | Mapping[str, Any] | Experiment",
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    output: str | os.PathLike | None = None,
+    plot: bool = True,
+    progress: bool = False,
+    throw: bool = True,
+) -> xr.Dataset:
+    """Run an experiment config from Python: what `difsim run` does, minus the printing.
+
+    ```python
+    ds = difsim.run_config("experiments/lorenz.toml", overrides={"model.parameters.rho": 20})
+    ```
+
+    **Arguments:**
+
+    - `config`: a TOML path, a dict with the same content, or an [`Experiment`][].
+    - `overrides`: dotted keys to change, as with `--set` (`{"solver.rtol": 1e-8}`).
+    - `output`: netCDF path, replacing `[output] path` (no file is written if neither is
+      given).
+    - `plot`: `False` skips the PNG; `True` follows `[output] plot`.
+    - `progress`: show a progress bar while solving.
+    - `throw`: if the solve fails, raise `RuntimeError` (after writing the partial output);
+      with `False` the failure is only recorded in the Dataset's `status`.
+
+    **Returns:** the `xarray.Dataset` (also written to the output path, if any).
+
+    **Raises:** [`ConfigError`][] for an invalid config, before anything is compiled.
+    """
+    experiment = load_config(config, overrides=overrides)
+    result = execute(experiment, output=output, plot=plot, progress=progress)
+    if throw and not result.status.ok:
+        where = f"; partial output in {result.output}" if result.output else ""
+        raise RuntimeError(
+            f"simulate({result.dataset.attrs['model']}) failed "
+            f"[{result.status.name}]: {result.status.message}{where}"
+        )
+    return result.dataset
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any]) -> None:
+    """Call `write(tmp)` on a temporary file next to `path`, then rename it to `path`.
+
+    Readers (and an interrupted run) never see a half-written file: `os.replace` is atomic
+    within one filesystem, which is why the temporary file sits in the same folder.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.tmp{path.suffix}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def final_state(dataset: xr.Dataset) -> tuple[float, dict[str, str]]:
+    """`(t, {variable: text})`: the last saved state with no NaN (after a failure, the last
+    one before it), scalars as numbers and fields summarised."""
+    names = [n for n, da in dataset.data_vars.items() if "time" in da.dims]
+    finite = np.ones(dataset.sizes["time"], dtype=bool)
+    for name in names:
+        values = np.asarray(dataset[name].transpose("time", ...))
+        finite &= np.isfinite(values.reshape(values.shape[0], -1)).all(axis=1)
+    index = int(np.flatnonzero(finite)[-1]) if finite.any() else -1
+    out = {}
+    for name in names:
+        last = np.asarray(dataset[name].isel(time=index))
+        if last.ndim == 0:
+            out[name] = f"{float(last):.6g}"
+        else:
+            out[name] = (
+                f"shape {last.shape}, min {np.min(last):.4g}, "
+                f"max {np.max(last):.4g}, mean {np.mean(last):.4g}"
+            )
+    return float(dataset["time"][index]), out

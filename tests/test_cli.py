@@ -1,0 +1,212 @@
+"""The `difsim` command line and `run_config`: outputs, overrides, exit codes, entry point."""
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import xarray as xr
+
+import difsim as ds
+from difsim import solvers
+from difsim._cli import main
+from difsim._config import load_config
+from difsim._run import atomic_write, run_config
+from difsim.models import MODELS, Lorenz
+
+from .helpers import scipy_reference
+
+RTOL = ATOL = 1e-10
+LORENZ = f"""
+[model]
+name = "lorenz"
+[model.parameters]
+rho = 28.0
+[model.state]
+x = 1.0
+y = 1.0
+[time]
+t0 = 0.0
+t1 = 1.0
+save = 11
+[solver]
+name = "tsit5"
+rtol = {RTOL}
+atol = {ATOL}
+dtype = "float64"
+[output]
+path = "out/lorenz.nc"
+"""
+
+
+def _lorenz_rhs(rho, sigma=10.0, beta=8.0 / 3.0):
+    def f(t, u):
+        x, y, z = u
+        return [sigma * (y - x), x * (rho - z) - y, x * y - beta * z]
+
+    return f
+
+
+@pytest.fixture
+def config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # relative output paths resolve against the cwd
+    path = tmp_path / "lorenz.toml"
+    path.write_text(LORENZ)
+    return path
+
+
+def test_run_writes_netcdf_and_png_equal_to_simulate(config, capsys):
+    assert main(["run", str(config)]) == 0
+    out = capsys.readouterr().out
+    nc, png = Path("out/lorenz.nc"), Path("out/lorenz.png")
+    assert nc.is_file() and png.is_file() and png.read_bytes()[:4] == b"\x89PNG"
+    assert not [p for p in nc.parent.iterdir() if ".tmp" in p.name]  # no temp files left
+    assert "SUCCESS" in out and str(nc) in out and str(png) in out and "rho=28" in out
+
+    sol = ds.simulate(
+        Lorenz(rho=28.0).replace(**{"state.x": 1.0, "state.y": 1.0}),
+        t0=0.0,
+        t1=1.0,
+        save=11,
+        solver="tsit5",
+        rtol=RTOL,
+        atol=ATOL,
+    )
+    with xr.open_dataset(nc) as result:
+        result = result.load()
+    np.testing.assert_allclose(result.time, sol.ts, rtol=0, atol=1e-14)
+    for var in "xyz":
+        np.testing.assert_allclose(result[var], sol.ys[var], rtol=1e-12, atol=1e-12)
+    assert result.x.dtype == np.float64 and int(result.status) == 0
+    assert result.attrs["rho"] == 28.0 and result.attrs["dtype"] == "float64"
+    # The stored config reproduces the run: it loads back to the same experiment.
+    assert load_config(tomllib.loads(result.attrs["config"])) == load_config(config)
+    # And the run itself is right: an independent solver agrees.
+    ref = scipy_reference(_lorenz_rhs(28.0), (0.0, 1.0), [1.0, 1.0, 0.0], np.linspace(0, 1, 11))
+    np.testing.assert_allclose(np.stack([result[v] for v in "xyz"], -1), ref, rtol=0, atol=1e-7)
+
+
+def test_set_changes_parameters_and_output(config, capsys):
+    code = main(
+        [
+            "run",
+            str(config),
+            "--set",
+            "model.parameters.rho=20",
+            "--set",
+            "model.state.z=5",
+            "--output",
+            "other/rho20.nc",
+            "--no-plot",
+        ]
+    )
+    assert code == 0
+    assert "rho=20" in capsys.readouterr().out
+    assert Path("other/rho20.nc").is_file() and not Path("other/rho20.png").exists()
+    assert not Path("out").exists()
+    with xr.open_dataset("other/rho20.nc") as result:
+        values = np.stack([result[v].values for v in "xyz"], -1)
+        assert result.attrs["rho"] == 20.0
+    ref = scipy_reference(_lorenz_rhs(20.0), (0.0, 1.0), [1.0, 1.0, 5.0], np.linspace(0, 1, 11))
+    np.testing.assert_allclose(values, ref, rtol=0, atol=1e-7)
+    ref28 = scipy_reference(_lorenz_rhs(28.0), (0.0, 1.0), [1.0, 1.0, 5.0], np.linspace(0, 1, 11))
+    assert np.max(np.abs(values - ref28)) > 0.1
+
+
+@pytest.mark.parametrize(
+    "argv, fragments",
+    [
+        (["--set", "solver.rtol=oops"], ["[solver] rtol", '"oops" (a string)', "positive number"]),
+        (["--set", "model.name=lorenzz"], ["[model] name", *map(repr, MODELS)]),
+        (["--set", "solver.rtoll=1e-3"], ["[solver] rtoll", "'rtol'", "'atol'", "override"]),
+        (["--set", "solver.rtol"], ["section.key=value"]),
+    ],
+)
+def test_config_errors_exit_2_without_traceback(config, capsys, argv, fragments):
+    assert main(["run", str(config), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("difsim: error: ") and "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+    assert not Path("out").exists()  # nothing written for an invalid config
+
+
+def test_missing_config_exits_2(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope.toml")]) == 2
+    assert "nope.toml: config file not found" in capsys.readouterr().err
+
+
+def test_failed_solve_exits_1_and_keeps_partial_output(config, capsys):
+    assert main(["run", str(config), "--set", "solver.max_steps=3"]) == 1
+    captured = capsys.readouterr()
+    assert "MAX_STEPS" in captured.err and "raise max_steps" in captured.err
+    with xr.open_dataset("out/lorenz.nc") as result:
+        assert int(result.status) == int(ds.Status.MAX_STEPS)
+        assert np.isnan(result.x.values[-1]) and result.x.values[0] == 1.0
+    with pytest.raises(RuntimeError, match=r"failed \[MAX_STEPS\].*partial output in"):
+        run_config(config, overrides={"solver.max_steps": 3}, plot=False)
+    result = run_config(config, overrides={"solver.max_steps": 3}, plot=False, throw=False)
+    assert int(result.status) == int(ds.Status.MAX_STEPS)
+
+
+def test_check_models_solvers_version(config, capsys):
+    assert main(["check", str(config), "--set", "solver.atol=1e-3"]) == 0
+    text = capsys.readouterr().out
+    assert load_config(tomllib.loads(text)) == load_config(config, overrides={"solver.atol": 1e-3})
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for name, cls in MODELS.items():
+        assert name in out and cls.__name__ in out
+    assert "x y z" in out
+    assert main(["solvers"]) == 0
+    out = capsys.readouterr().out
+    for name in [*solvers.SOLVERS, *solvers.CONTROLLERS, *solvers.ADJOINTS]:
+        assert f"\n{name} " in out
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"difsim {ds.__version__}"
+    assert main([]) == 2
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path):
+    target = tmp_path / "sub" / "a.nc"
+    atomic_write(target, lambda p: p.write_text("old"))
+    assert target.read_text() == "old"
+
+    def broken(p):
+        p.write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(target, broken)
+    assert target.read_text() == "old" and os.listdir(target.parent) == ["a.nc"]
+
+
+def test_python_m_difsim_entry_point(tmp_path):
+    (tmp_path / "decay.toml").write_text(
+        '[model]\nname = "exponential_decay"\n[time]\nt1 = 2.0\nsave = 5\n'
+        '[solver]\nrtol = 1e-10\natol = 1e-12\ndtype = "float64"\n'
+        '[output]\npath = "decay.nc"\nplot = false\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "difsim", "run", "decay.toml", "--no-progress"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "SUCCESS" in proc.stdout
+    model = MODELS["exponential_decay"]()
+    with xr.open_dataset(tmp_path / "decay.nc") as result:
+        t = result.time.values
+        (name,) = [v for v in result.data_vars if "time" in result[v].dims]
+        y = result[name].values
+    y0 = float(model.initial_state()[name])
+    k = float(jnp.asarray(model.k))
+    np.testing.assert_allclose(y, y0 * np.exp(-k * t), rtol=1e-8)
+    assert not (tmp_path / "decay.png").exists()
