@@ -7,6 +7,7 @@ Every name a config may use is listed in [`SOLVERS`][], [`CONTROLLERS`][] and
 """
 
 from difsim.solvers._registry import (
+    ADJOINT_DESCRIPTIONS as ADJOINT_DESCRIPTIONS,
     ADJOINTS as ADJOINTS,
     CONTROLLERS as CONTROLLERS,
     SOLVERS as SOLVERS,

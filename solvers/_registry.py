@@ -60,6 +60,14 @@ CONTROLLERS: dict[str, str] = {
     "constant": "fixed step dt0 (diffrax.ConstantStepSize)",
 }
 
+# What each adjoint is for, shown by `difsim solvers` (diffrax's classes carry no one-liner).
+ADJOINT_DESCRIPTIONS: dict[str, str] = {
+    "checkpoint": "reverse mode with recursive checkpointing (default)",
+    "direct": "reverse mode that also supports forward mode; more memory",
+    "forward": "forward mode: best for few parameters and jax.jacfwd",
+    "backsolve": "continuous adjoint solved backwards in time: O(1) memory",
+}
+
 ADJOINTS: dict[str, Callable[[], dfx.AbstractAdjoint]] = {
     "checkpoint": dfx.RecursiveCheckpointAdjoint,
     "direct": dfx.DirectAdjoint,

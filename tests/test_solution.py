@@ -202,3 +202,28 @@ def test_float32_inputs_give_float32_outputs(tmp_path):
         assert back["T"].dtype == np.float32
     final = ds.simulate(model, t0=0.0, t1=2.0, save="final", rtol=1e-5, atol=1e-5)
     assert final.ts.dtype == jnp.float32 and final.Q.dtype == jnp.float32
+
+
+def test_batched_save_times_that_differ_are_kept_per_trajectory():
+    # A ball dropped from different heights stops at its own time sqrt(2h/g): with
+    # save="final" each trajectory's time coordinate must be its own stop time.
+    class Fall(ds.Model):
+        g: float = 9.81
+        state = ds.State(h=1.0, v=0.0)
+
+        def rhs(self, t, s):
+            return dict(h=s.v, v=-self.g + 0.0 * s.h)
+
+    heights = jnp.array([1.0, 2.0, 5.0])
+
+    def drop(h0):
+        model = Fall().replace(**{"state.h": h0})
+        return ds.simulate(
+            model, t0=0.0, t1=10.0, save="final", event=lambda t, s, m: s.h, rtol=1e-10, atol=1e-10
+        )
+
+    data = jax.vmap(drop)(heights).to_xarray(batch_dims=["h0"], batch_coords={"h0": heights})
+    assert data["time"].dims == ("h0", "time")
+    np.testing.assert_allclose(
+        data["time"][:, 0], np.sqrt(2 * np.asarray(heights) / 9.81), rtol=1e-8
+    )

@@ -10,14 +10,6 @@ from collections.abc import Sequence
 
 from difsim._config import ConfigError, load_config, parse_override
 
-# diffrax's adjoints carry no one-line summary of their own; these match `simulate`'s docs.
-_ADJOINT_NOTES = {
-    "checkpoint": "reverse mode with recursive checkpointing (default)",
-    "direct": "reverse mode that also supports forward mode; more memory",
-    "forward": "forward mode: best for few parameters and jax.jacfwd",
-    "backsolve": "continuous adjoint solved backwards in time: O(1) memory",
-}
-
 
 def _version() -> str:
     import difsim
@@ -200,7 +192,7 @@ def _solvers() -> int:
     print(_table(list(solvers.CONTROLLERS.items()), ("name", "description")))
     print("\nAdjoints ([solver] adjoint)\n")
     rows = [
-        (name, f"{_ADJOINT_NOTES.get(name, '')} ({cls.__name__})".strip())
+        (name, f"{solvers.ADJOINT_DESCRIPTIONS.get(name, '')} ({cls.__name__})".strip())
         for name, cls in solvers.ADJOINTS.items()
     ]
     print(_table(rows, ("name", "description")))

@@ -74,13 +74,14 @@ _FROM_DIFFRAX = (
 
 
 def _diffrax_table() -> np.ndarray:
-    # diffrax's RESULTS index → Status, built once. Unlisted indices stay INTERNAL.
+    # diffrax's RESULTS index → Status, built once. Unlisted indices stay INTERNAL; the
+    # table is padded with INTERNAL so a clipped lookup of any future index lands there.
     pairs = [
         (int(getattr(dfx.RESULTS, name)._value), int(status))
         for name, status in _FROM_DIFFRAX
         if hasattr(dfx.RESULTS, name)
     ]
-    table = np.full(max(i for i, _ in pairs) + 1, int(Status.INTERNAL), dtype=np.int32)
+    table = np.full(max(i for i, _ in pairs) + 2, int(Status.INTERNAL), dtype=np.int32)
     for index, code in pairs:
         table[index] = code
     return table
@@ -93,9 +94,8 @@ def status_from_result(result: dfx.RESULTS) -> Int[Array, ""]:
     """Map a diffrax `RESULTS` value (possibly batched) to a [`Status`][] integer array."""
     # One gather from a constant table: a chain of `jnp.where`s per outcome would be
     # duplicated by XLA into every output masked by the status (see docs/benchmarks.md).
-    return jnp.take(
-        jnp.asarray(_TABLE), result._value, mode="fill", fill_value=int(Status.INTERNAL)
-    )
+    # mode="clip", not "fill": no per-element bounds predicate (the padding covers it).
+    return jnp.take(jnp.asarray(_TABLE), result._value, mode="clip")
 
 
 def flag_attrs() -> dict[str, object]:

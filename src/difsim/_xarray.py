@@ -54,8 +54,15 @@ def to_xarray(
     model = solution.model
     extra_coords = {k: np.asarray(v) for k, v in model.coords().items()}
 
-    ts = np.asarray(solution.ts).reshape(-1, np.shape(solution.ts)[-1])[0]
-    coords: dict[str, Any] = {"time": ("time", ts, _units_attrs(type(model).time_units))}
+    all_ts = np.asarray(solution.ts)
+    first = all_ts.reshape(-1, all_ts.shape[-1])[0]
+    time_attrs = _units_attrs(type(model).time_units)
+    if np.array_equal(all_ts, np.broadcast_to(first, all_ts.shape)):
+        coords: dict[str, Any] = {"time": ("time", first, time_attrs)}
+    else:
+        # Save times differ across the batch (e.g. final states of solves stopped by an
+        # event): keep each trajectory's own times rather than mislabel them with the first.
+        coords = {"time": ((*batch_dims, "time"), all_ts, time_attrs)}
     coords.update({dim: (dim, np.asarray(v)) for dim, v in (batch_coords or {}).items()})
 
     data_vars: dict[str, Any] = {}
