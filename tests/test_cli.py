@@ -210,3 +210,69 @@ def test_python_m_difsim_entry_point(tmp_path):
     k = float(jnp.asarray(model.k))
     np.testing.assert_allclose(y, y0 * np.exp(-k * t), rtol=1e-8)
     assert not (tmp_path / "decay.png").exists()
+
+
+DECAY_SWEEP = """
+[model]
+name = "exponential_decay"
+[time]
+t1 = 1.0
+save = "final"
+[solver]
+rtol = 1e-10
+atol = 1e-10
+dtype = "float64"
+[sweep]
+k = { linspace = [0.5, 2.0, 4] }
+"state.y" = [1.0, 3.0]
+[output]
+path = "out/decay.nc"
+"""
+
+
+def test_run_sweep_writes_netcdf_png_and_summary(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    Path("sweep.toml").write_text(DECAY_SWEEP)
+    assert main(["run", "sweep.toml", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    for fragment in ["grid over k, state.y: 8 trajectories (4 x 2)", "status  SUCCESS 8",
+                     "1 computed, 0 reused", "out/decay.nc", "out/decay.png"]:  # fmt: skip
+        assert fragment in out, (fragment, out)
+    assert Path("out/decay.png").read_bytes()[:4] == b"\x89PNG"
+    with xr.open_dataset("out/decay.nc") as result:
+        result = result.load()
+    k, y0 = np.linspace(0.5, 2.0, 4), np.array([1.0, 3.0])
+    np.testing.assert_allclose(result.y, y0[None, :] * np.exp(-k[:, None]), rtol=1e-8)
+    assert result.y.dims == ("k", "state.y") and result.attrs["n_success"] == 8
+    assert load_config(tomllib.loads(result.attrs["config"])) == load_config("sweep.toml")
+    # The same command again: the output is complete, nothing is computed.
+    assert main(["run", "sweep.toml", "--no-progress"]) == 0
+    assert "0 computed" in capsys.readouterr().out
+    # A different sweep to the same path is refused (exit 2), unless --overwrite.
+    assert main(["run", "sweep.toml", "--set", "time.t1=2.0"]) == 2
+    err = capsys.readouterr().err
+    assert "out/decay.nc exists and holds the result of a different sweep" in err
+    assert "--overwrite" in err
+    assert main(["run", "sweep.toml", "--set", "time.t1=2.0", "--overwrite"]) == 0
+    # Python and the config say the same thing.
+    ds_py = ds.sweep(ds.models.ExponentialDecay(), ds.GridSweep({"k": k, "state.y": y0}),
+                     t0=0.0, t1=2.0, rtol=1e-10, atol=1e-10)  # fmt: skip
+    with xr.open_dataset("out/decay.nc") as result:
+        np.testing.assert_array_equal(result.y, ds_py.y)
+        assert result.attrs["sweep_hash"] == ds_py.attrs["sweep_hash"]
+
+
+def test_sweep_with_failures_warns_and_all_failing_exits_1(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    Path("sweep.toml").write_text(
+        DECAY_SWEEP.replace("{ linspace = [0.5, 2.0, 4] }", "[0.5, 800.0]")
+    )
+    args = ["run", "sweep.toml", "--no-plot", "--set", "solver.max_steps=100"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "SUCCESS 2, MAX_STEPS 2" in captured.out
+    assert "2 of 4 trajectories failed" in captured.err and "raise max_steps" in captured.err
+    assert main([*args[:-1], "solver.max_steps=2", "--overwrite"]) == 1
+    assert "MAX_STEPS 4" in capsys.readouterr().out
+    with pytest.raises(RuntimeError, match=r"every trajectory of sweep\(ExponentialDecay\)"):
+        run_config("sweep.toml", overrides={"solver.max_steps": 2}, plot=False)

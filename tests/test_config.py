@@ -173,7 +173,42 @@ ERROR_CASES = [
         "solvr",
         ["[solvr]", "unknown section", "[model]", "[solver]", "'solver'?"],
     ),
-    ("sweep", {"rho": {"linspace": [0.0, 1.0, 3]}}, "sweep", ["[sweep]", "not supported yet"]),
+    ("sweep", {"rhoo": [1.0]}, "sweep.rhoo", ["[sweep] rhoo", "no such parameter", "'rho'?"]),
+    ("sweep", {"x": [1.0]}, "sweep.x", ["[sweep] x", "swept as 'state.x'"]),
+    ("sweep", {"rho": [1.0], "sampels": 9}, "sweep.sampels", ["(or the setting 'samples'?)"]),
+    (
+        "sweep",
+        {"sigma": [1.0], "state": {"w": [1.0]}},
+        "sweep.state.w",
+        ["[sweep.state] w", "no such state variable", "'state.z'"],
+    ),
+    ("sweep", {"rho": [1.0], "state": 3}, "sweep.state", ["table of state variables"]),
+    ("sweep", {"kind": "grid"}, "sweep", ["[sweep]", "nothing to sweep", "linspace"]),
+    ("sweep", {"rho": {"linspace": [0.0, 1.0]}}, "sweep.rho", ["linspace takes [start, stop, n]"]),
+    ("sweep", {"rho": {"uniform": [0, 1]}}, "sweep.rho", ['kind = "random" or "lhs"']),
+    ("sweep", {"kind": "lhs", "rho": [1.0]}, "sweep.rho", ["distribution", "{ normal = "]),
+    ("sweep", {"kind": "lhs", "rho": {"normal": [0, 1]}}, "sweep.samples", ["samples = 1000"]),
+    ("sweep", {"samples": 10, "rho": [1.0]}, "sweep.samples", ['"lhs" only; this sweep is "grid"']),
+    ("sweep", {"seed": 1, "rho": [1.0]}, "sweep.seed", ['"random" or "lhs" only']),
+    ("sweep", {"kind": "sobol", "rho": [1.0]}, "sweep.kind", ["unknown value", "'lhs'"]),
+    (
+        "sweep",
+        {"rho": [1.0], "keep": ["x.maxx"]},
+        "sweep.keep",
+        ["[sweep] keep", "'x.maxx'", "'x.max'?", "'z'"],
+    ),
+    ("sweep", {"rho": [1.0], "keep": 3}, "sweep.keep", ['"trajectory"', "3 (an integer)"]),
+    ("sweep", {"rho": [1.0], "memory_budget": "1 lot"}, "sweep.memory_budget", ["'512MiB'"]),
+    ("sweep", {"rho": [1.0], "chunk_size": 0}, "sweep.chunk_size", ["positive integer"]),
+    (
+        "sweep",
+        {"kind": "zip", "rho": [1.0, 2.0], "beta": [1.0]},
+        "sweep",
+        ["zip", "rho: 2, beta: 1"],
+    ),
+    ("sweep", {"rho": [1.0], "dim": "run"}, "sweep.dim", ["remove dim"]),
+    ("sweep", {"kind": "zip", "rho": [1.0], "dim": "rho"}, "sweep.dim", ["also a swept key"]),
+    ("output.overwrite", "yes", "output.overwrite", ["[output] overwrite", "true or false"]),
     ("fit", {"steps": 10}, "fit", ["[fit]", "not supported yet"]),
     ("model.name", "math:sqrt", "model.name", ["[model] name", "not a difsim.Model subclass"]),
     (
@@ -196,6 +231,42 @@ def test_error_names_key_and_allowed_values(path, value, key, fragments):
     assert error.key == key
     for fragment in fragments:
         assert fragment in str(error), (fragment, str(error))
+
+
+def test_sweep_section_parses_every_form():
+    raw = _with(
+        "sweep",
+        {
+            "rho": {"linspace": [0.0, 21.0, 4]},
+            "sigma": {"logspace": [1.0, 100.0, 3]},
+            "state": {"x": [1.0, 2.0]},  # as written by `state.x = [1.0, 2.0]`
+            "keep": ["x.max", "z.final"],
+            "memory_budget": "256MiB",
+        },
+    )
+    exp = load_config(raw)
+    assert exp.sweep.kind == "grid" and exp.sweep.keep == ("x.max", "z.final")
+    assert list(exp.sweep.entries) == ["rho", "sigma", "state.x"]
+    spec = exp.sweep.build()
+    assert spec.dims == ("rho", "sigma", "state.x") and spec.shape == (4, 3, 2)
+    np.testing.assert_allclose(spec.values["sigma"], [1.0, 10.0, 100.0], rtol=1e-12)
+    assert load_config(exp.to_dict()) == exp
+    assert load_config(tomllib.loads(exp.to_toml())) == exp
+    # A quoted "state.x" key is the same as the dotted one.
+    quoted = load_config(_with("sweep", {"rho": [1.0], "state.x": [1.0, 2.0]}))
+    assert list(quoted.sweep.entries) == ["rho", "state.x"]
+    lhs = load_config(
+        _with("sweep", {"kind": "lhs", "samples": 50, "rho": {"uniform": [0, 21]}})
+    ).sweep
+    assert (lhs.seed, lhs.dim, lhs.keep) == (0, "sample", "final")  # defaults stored
+    draws = lhs.build().draws()["rho"]
+    assert sorted(np.floor(draws / 21 * 50).astype(int)) == list(range(50))
+    # Without [sweep], no sweep; `keep = "trajectory"` needs saved times.
+    assert load_config(BASE).sweep is None
+    bad = _with("sweep", {"rho": [1.0], "keep": "trajectory"})
+    bad["time"]["save"] = "final"
+    error = _error(bad)
+    assert error.key == "sweep.keep" and "save = n" in str(error)
 
 
 def test_missing_sections_and_stray_keys():

@@ -38,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-plot", dest="plot", action="store_false", help="skip the PNG")
     run.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="a sweep may replace an output (or unfinished chunks) of a different sweep "
+        "(the same as --set output.overwrite=true)",
+    )
+    run.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -83,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "solvers":
             return _solvers()
         overrides = dict(parse_override(text) for text in args.overrides)
+        if getattr(args, "overwrite", False):
+            overrides["output.overwrite"] = True
         experiment = load_config(args.config, overrides=overrides)
         if args.command == "check":
             print(experiment.to_toml(), end="")
@@ -100,6 +108,8 @@ def _run(experiment, args) -> int:
     from difsim._run import execute, final_state  # imports jax: only when running
 
     progress = sys.stderr.isatty() if args.progress is None else args.progress
+    if experiment.sweep is not None:
+        return _run_sweep(experiment, args, progress)
     result = execute(experiment, output=args.output, plot=args.plot, progress=progress)
     ds, spec = result.dataset, experiment.solver
     model = experiment.model
@@ -154,6 +164,101 @@ def _run(experiment, args) -> int:
         )
         return 1
     return 0
+
+
+def _run_sweep(experiment, args, progress: bool) -> int:
+    import jax
+
+    from difsim._distributed import maybe_initialize_from_env
+    from difsim._status import Status
+    from difsim._sweep_store import SweepOutputError
+
+    try:
+        # Started as one of several processes (DIFSIM_* variables, or srun): join them
+        # before any JAX computation, so the sweep is sharded over every process's devices.
+        maybe_initialize_from_env()
+    except ValueError as e:
+        print(f"difsim: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        result = _execute(experiment, args, progress)
+    except SweepOutputError as e:
+        print(f"difsim: error: {e}", file=sys.stderr)
+        return 2
+    if jax.process_index() != 0:
+        print(
+            f"difsim: process {jax.process_index()} of {jax.process_count()} computed its "
+            "share of the sweep; process 0 writes the output and prints the summary"
+        )
+        return 0
+    report, spec, sweep = result.report, experiment.solver, experiment.sweep
+    model, tspec = experiment.model, experiment.time
+    keys = ", ".join(sweep.entries)
+    sizes = list(result.dataset.status.shape) if result.dataset is not None else []
+    shape = f" ({' x '.join(map(str, sizes))})" if len(sizes) > 1 else ""
+    fixed = ", ".join(
+        f"{p}={result.dataset.attrs[p]:.6g}"
+        for p in model.cls.parameter_names()
+        if result.dataset is not None and isinstance(result.dataset.attrs.get(p), int | float)
+    )
+    counts = report.status_counts
+    statuses = ", ".join(f"{Status(c).name} {n}" for c, n in sorted(counts.items())) or "-"
+    tol = (
+        f"rtol={spec.rtol:g}, atol={spec.atol:g}"
+        if spec.controller == "pid"
+        else f"fixed step dt0={spec.dt0:g}"
+    )
+    computed = len(report.computed)
+    rate = report.computed_points / max(report.wall_time, 1e-9)
+    lines = [
+        ("model", f"{model.name} ({model.cls.__name__})" + (f": {fixed}" if fixed else "")),
+        ("sweep", f"{sweep.kind} over {keys}: {report.n_points} trajectories{shape}"),
+        ("solver", f"{spec.name}, {spec.controller} controller, {tol}, {spec.dtype}"),
+        ("time", f"{tspec.t0:g} to {tspec.t1:g}, save {_save_text(tspec.save)}"),
+        ("keep", " ".join(sweep.keep) if isinstance(sweep.keep, tuple) else sweep.keep),
+        (
+            "chunks",
+            f"{report.n_chunks} of {report.chunk_size} on {report.n_devices} device"
+            f"{'s' if report.n_devices > 1 else ''}: {computed} computed, "
+            f"{report.reused} reused",
+        ),
+        ("status", statuses),
+        (
+            "wall time",
+            f"{report.wall_time:.2f} s (including compilation"
+            + (f"; {rate:,.0f} trajectories/s)" if computed else ")"),
+        ),
+        (
+            "output",
+            ", ".join(str(p) for p in (result.output, result.plot) if p)
+            or "(none: give [output] path or --output)",
+        ),
+    ]
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        print(f"{key:>{width}}  {value}")
+    failed = {c: n for c, n in counts.items() if not Status(c).ok}
+    if failed:
+        sys.stdout.flush()
+        worst = Status(max(failed, key=failed.get))
+        print(
+            f"difsim: warning: {sum(failed.values())} of {report.n_points} trajectories "
+            f"failed (NaN values, see the status variable); {worst.name}: {worst.message}",
+            file=sys.stderr,
+        )
+    return 1 if not result.status.ok else 0
+
+
+def _execute(experiment, args, progress):
+    from difsim._run import execute
+
+    return execute(experiment, output=args.output, plot=args.plot, progress=progress)
+
+
+def _save_text(save) -> str:
+    if save == "final":
+        return "final"
+    return f"{save} points" if isinstance(save, int) else f"{len(save)} times"
 
 
 def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:

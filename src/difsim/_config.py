@@ -24,11 +24,16 @@ from difsim._experiment import (
     ModelSpec as ModelSpec,
     OutputSpec as OutputSpec,
     SolverSpec as SolverSpec,
+    SweepSpec as SweepSpec,
     TimeSpec as TimeSpec,
     field_defaults,
 )
 from difsim._model import Model
 from difsim._schema import (
+    BOOL,
+    BYTES,
+    KEEP,
+    NON_NEGATIVE_INT,
     NUMBER,
     PLOT,
     POSITIVE,
@@ -50,6 +55,7 @@ from difsim._schema import (
     plain,
 )
 from difsim._state import State
+from difsim._sweep_config import parse_sweep
 from difsim._toml import format_value
 
 
@@ -160,7 +166,7 @@ def _parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
 
 
 def _parse_output(values: dict[str, Any], parsed: dict[str, Any]) -> OutputSpec:
-    return OutputSpec(values["path"], values["plot"])
+    return OutputSpec(values["path"], values["plot"], values["overwrite"])
 
 
 # The whole schema. Order matters: handlers see the specs of the sections before them.
@@ -256,10 +262,48 @@ SECTIONS: dict[str, Section] = {
                 "write a PNG quick-look: true (next to path, suffix .png), false, or a PNG path",
                 True,
             ),
+            "overwrite": Key(
+                BOOL,
+                "replace an existing output (or unfinished chunks) of a different sweep "
+                "instead of refusing",
+                False,
+            ),
         },
         _parse_output,
     ),
-    "sweep": Section("parameter sweeps", {}, None, unsupported=True),
+    "sweep": Section(
+        "a parameter sweep: many trajectories, one Dataset",
+        {
+            "kind": Key(
+                STRING,
+                "grid (Cartesian product), zip (paired lists), random or lhs (Latin hypercube)",
+                "grid",
+                lambda: ["grid", "zip", "random", "lhs"],
+            ),
+            "samples": Key(POSITIVE_INT, "number of points of a random or lhs sweep", None),
+            "seed": Key(
+                NON_NEGATIVE_INT, "seed of the JAX PRNG key (random, lhs; default 0)", None
+            ),
+            "keep": Key(
+                KEEP,
+                'what to keep per trajectory: "final", "trajectory", or a list of '
+                'observables like ["x.max", "R.final"]',
+                "final",
+            ),
+            "chunk_size": Key(
+                POSITIVE_INT, "trajectories per compiled call (default: from memory_budget)", None
+            ),
+            "memory_budget": Key(
+                BYTES, 'memory one chunk may use, e.g. "512MiB" (default 1 GiB)', None
+            ),
+            "dim": Key(
+                STRING, 'name of the one dimension of zip/random/lhs sweeps ("sample")', None
+            ),
+        },
+        parse_sweep,
+        entries='the swept keys: a parameter name or "state.<var>" = values or a distribution',
+        none_if_absent=True,
+    ),
     "fit": Section("fitting parameters to data", {}, None, unsupported=True),
 }
 
@@ -343,6 +387,9 @@ def _check(raw: dict[str, Any]) -> dict[str, Any]:
             continue
         if name not in raw and section.required:
             raise ConfigError(f"missing required section ({section.description})", name)
+        if name not in raw and section.none_if_absent:
+            parsed[name] = None
+            continue
         values = check_section(name, section, raw.get(name, {}))
         parsed[name] = section.handler(values, parsed)
     return parsed

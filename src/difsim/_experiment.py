@@ -67,6 +67,7 @@ class OutputSpec:
 
     path: str | None
     plot: bool | str
+    overwrite: bool = False
 
     def paths(self, output: str | os.PathLike | None = None) -> tuple[Path | None, Path | None]:
         """`(netcdf, png)` paths; `output` replaces the configured netCDF path. The PNG is
@@ -78,8 +79,42 @@ class OutputSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class SweepSpec:
+    """`[sweep]`: the swept keys (in config form, as written), the kind of sweep, what to
+    keep and how to chunk. `build()` gives the [`GridSweep`][], [`ZipSweep`][] or
+    [`RandomSweep`][]."""
+
+    kind: str
+    entries: Mapping[str, Any]
+    samples: int | None = None
+    seed: int | None = None
+    keep: str | tuple[str, ...] = "final"
+    chunk_size: int | None = None
+    memory_budget: str | int | None = None
+    dim: str | None = None
+
+    def build(self):
+        """The sweep spec object (values in float64; the run rounds them to its dtype)."""
+        from difsim._sweep_config import spec_from_config
+
+        return spec_from_config(self.kind, self.entries, self.samples, self.seed, self.dim)
+
+    def to_dict(self) -> dict[str, Any]:
+        settings = {
+            "kind": self.kind,
+            "samples": self.samples,
+            "seed": self.seed,
+            "keep": list(self.keep) if isinstance(self.keep, tuple) else self.keep,
+            "chunk_size": self.chunk_size,
+            "memory_budget": self.memory_budget,
+            "dim": self.dim,
+        }
+        return {**{k: v for k, v in settings.items() if v is not None}, **self.entries}
+
+
+@dataclasses.dataclass(frozen=True)
 class Experiment:
-    """A checked experiment config: what `difsim run` executes.
+    """A checked experiment config: what `difsim run` executes (a sweep when `sweep` is set).
 
     Build one with [`load_config`][]; run it with [`run_config`][]. `to_dict()` and
     `to_toml()` give the complete config (defaults filled in), which loads back to an equal
@@ -90,6 +125,7 @@ class Experiment:
     time: TimeSpec
     solver: SolverSpec
     output: OutputSpec
+    sweep: SweepSpec | None = None
     source: str | None = dataclasses.field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -110,6 +146,8 @@ class Experiment:
             "solver": dataclasses.asdict(self.solver),
             "output": dataclasses.asdict(self.output),
         }
+        if self.sweep is not None:
+            out["sweep"] = self.sweep.to_dict()
         return {s: {k: v for k, v in d.items() if v is not None} for s, d in out.items()}
 
     def to_toml(self) -> str:

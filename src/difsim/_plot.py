@@ -19,8 +19,15 @@ def plot(dataset: xr.Dataset, path: str | Path | None = None, phase: tuple[str, 
     drawn as a space–time image. `phase=("x", "z")` adds a phase portrait. With `path`, the
     figure is saved there (PNG at 120 dpi) and closed.
 
+    A sweep's Dataset (from [`sweep`][]) is drawn by spec kind instead: lines, heat maps
+    or a scatter plot of the kept quantities (see `difsim._plot_sweep.plot_sweep`).
+
     **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
     """
+    if "sweep_kind" in dataset.attrs:
+        from difsim._plot_sweep import plot_sweep
+
+        return plot_sweep(dataset, path=path)
     names = [n for n, da in dataset.data_vars.items() if "time" in da.dims]
     if not names:
         raise ValueError("the dataset has no variable over 'time' to plot")

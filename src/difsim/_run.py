@@ -24,7 +24,8 @@ class RunResult:
 
     **Fields:** `dataset` (the labelled result; `attrs["config"]` holds the complete config
     as TOML), `output` and `plot` (paths written, or `None`), `wall_time` (seconds spent in
-    `simulate`, including JIT compilation), `status` (a [`Status`][]).
+    `simulate` or `sweep`, including JIT compilation), `status` (a [`Status`][]; for a
+    sweep, `SUCCESS` unless no trajectory succeeded), `report` (a sweep's `SweepReport`).
     """
 
     dataset: xr.Dataset
@@ -32,6 +33,7 @@ class RunResult:
     plot: Path | None
     wall_time: float
     status: Status
+    report: Any = None
 
 
 def execute(
@@ -46,6 +48,8 @@ def execute(
     The solve runs with `throw=False`, so a failure still writes the (partial) output:
     values after the failure are NaN and the `status` variable says what went wrong.
     """
+    if experiment.sweep is not None:
+        return _execute_sweep(experiment, output=output, plot=plot, progress=progress)
     x64 = experiment.solver.dtype == "float64"
     # Scoped precision: the model's arrays, the times and the compiled solve all take the
     # config's dtype, whatever the process-wide setting is.
@@ -88,6 +92,46 @@ def execute(
     return RunResult(dataset, nc_path, png_path, wall, Status(int(sol.status)))
 
 
+def _execute_sweep(
+    experiment: Experiment, *, output: str | os.PathLike | None, plot: bool, progress: bool
+) -> RunResult:
+    from difsim._sweep import run_sweep  # imports the sweep machinery only when needed
+
+    nc_path, png_path = experiment.output.paths(output)
+    spec, tspec, sweep = experiment.solver, experiment.time, experiment.sweep
+    with jax.enable_x64(spec.dtype == "float64"):
+        dataset, report = run_sweep(
+            experiment.model.build(),
+            sweep.build(),
+            t0=tspec.t0,
+            t1=tspec.t1,
+            save=list(tspec.save) if isinstance(tspec.save, tuple) else tspec.save,
+            keep=list(sweep.keep) if isinstance(sweep.keep, tuple) else sweep.keep,
+            solver=spec.name,
+            rtol=spec.rtol,
+            atol=spec.atol,
+            dt0=spec.dt0,
+            controller=spec.controller,
+            max_steps=spec.max_steps,
+            chunk_size=sweep.chunk_size,
+            memory_budget=sweep.memory_budget,
+            output=nc_path,
+            overwrite=experiment.output.overwrite,
+            progress=progress,
+            attrs={"config": experiment.to_toml()},
+        )
+    if not plot or dataset is None:
+        png_path = None
+    if png_path is not None:
+        atomic_write(png_path, lambda p: plot_dataset(dataset, path=p))
+    counts = report.status_counts
+    failed = {code: n for code, n in counts.items() if not Status(code).ok}
+    status = Status.SUCCESS
+    if failed and sum(failed.values()) == sum(counts.values()):
+        status = Status(max(failed, key=failed.get))
+    return RunResult(dataset, nc_path, png_path, report.wall_time, status, report)
+
+
 def run_config(
     config: "str | os.PathLike | Mapping[str, Any] | Experiment",
     *,
@@ -112,7 +156,9 @@ def run_config(
     - `plot`: `False` skips the PNG; `True` follows `[output] plot`.
     - `progress`: show a progress bar while solving.
     - `throw`: if the solve fails, raise `RuntimeError` (after writing the partial output);
-      with `False` the failure is only recorded in the Dataset's `status`.
+      with `False` the failure is only recorded in the Dataset's `status`. A sweep
+      (`[sweep]`) raises only if every trajectory failed; per-trajectory failures are in
+      its `status` variable and `n_<status>` attributes.
 
     **Returns:** the `xarray.Dataset` (also written to the output path, if any).
 
@@ -122,8 +168,9 @@ def run_config(
     result = execute(experiment, output=output, plot=plot, progress=progress)
     if throw and not result.status.ok:
         where = f"; partial output in {result.output}" if result.output else ""
+        what = "every trajectory of sweep" if experiment.sweep is not None else "simulate"
         raise RuntimeError(
-            f"simulate({result.dataset.attrs['model']}) failed "
+            f"{what}({experiment.model.cls.__name__}) failed "
             f"[{result.status.name}]: {result.status.message}{where}"
         )
     return result.dataset

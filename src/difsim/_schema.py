@@ -70,6 +70,16 @@ SAVE = Kind(
     '"final", a number of save points (an integer >= 1) or a list of times',
     lambda v: v == "final" or (is_int(v) and v >= 1) or isinstance(v, list),
 )
+BOOL = Kind("true or false", lambda v: isinstance(v, bool))
+NON_NEGATIVE_INT = Kind("an integer >= 0", lambda v: is_int(v) and v >= 0)
+KEEP = Kind(
+    '"final", "trajectory" or a list of observable names',
+    lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+)
+BYTES = Kind(
+    'a size like "512MiB" or "2GB", or a number of bytes',
+    lambda v: isinstance(v, str) or (is_int(v) and v > 0),
+)
 PLOT = Kind(
     "true, false or a path ending in .png",
     lambda v: isinstance(v, bool) or (isinstance(v, str) and v.lower().endswith(".png")),
@@ -104,6 +114,9 @@ class Section:
     `handler(values, parsed)` receives the checked values (defaults filled in) and the specs
     of the sections parsed before it (in [`SECTIONS`][] order), and returns this section's
     spec. `unsupported` marks a section that is planned but not implemented in this version.
+    `entries` (a description) lets the section hold free-form keys besides `keys` (the swept
+    parameters of `[sweep]`): they reach the handler as `values["entries"]`, in file order.
+    `none_if_absent`: an absent section parses to `None` without calling the handler.
     """
 
     description: str
@@ -111,6 +124,8 @@ class Section:
     handler: Callable[[dict[str, Any], dict[str, Any]], Any] | None
     required: bool = False
     unsupported: bool = False
+    entries: str | None = None
+    none_if_absent: bool = False
 
 
 def check_section(name: str, section: Section, raw: Any) -> dict[str, Any]:
@@ -119,13 +134,15 @@ def check_section(name: str, section: Section, raw: Any) -> dict[str, Any]:
         raise ConfigError(f"expected a table (a [{name}] section), got {given(raw)}", name)
     allowed = list(section.keys)
     for key in raw:
-        if key not in section.keys:
+        if key not in section.keys and section.entries is None:
             raise ConfigError(
                 f"unknown key; allowed keys in [{name}] are {names_list(allowed)}"
                 f"{did_you_mean(key, allowed)}",
                 f"{name}.{key}",
             )
-    values = {}
+    values: dict[str, Any] = {}
+    if section.entries is not None:
+        values["entries"] = {k: v for k, v in raw.items() if k not in section.keys}
     for key, spec in section.keys.items():
         path, value = f"{name}.{key}", raw.get(key)
         if value is None:
