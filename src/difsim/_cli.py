@@ -218,7 +218,7 @@ def _run_sweep(experiment, args, progress: bool) -> int:
         ("keep", " ".join(sweep.keep) if isinstance(sweep.keep, tuple) else sweep.keep),
         (
             "chunks",
-            f"{report.n_chunks} of {report.chunk_size} on {report.n_devices} device"
+            f"{report.n_chunks} of {report.chunk_size} trajectories on {report.n_devices} device"
             f"{'s' if report.n_devices > 1 else ''}: {computed} computed, "
             f"{report.reused} reused",
         ),
