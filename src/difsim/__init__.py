@@ -12,14 +12,18 @@ from difsim import solvers as solvers
 from difsim._config import ConfigError as ConfigError, load_config as load_config
 from difsim._event import Event as Event
 from difsim._experiment import Experiment as Experiment
+from difsim._fit import fit as fit
+from difsim._fit_result import FitResult as FitResult
 from difsim._model import Model as Model, param as param
 from difsim._observables import observable as observable
 from difsim._plot import plot as plot
 from difsim._run import run_config as run_config
+from difsim._shooting import MultipleShooting as MultipleShooting
 from difsim._simulate import simulate as simulate
 from difsim._solution import Solution as Solution
 from difsim._state import State as State, Var as Var, VarInfo as VarInfo
 from difsim._status import Status as Status
+from difsim._steady import steady_state as steady_state
 from difsim._sweep import sweep as sweep
 from difsim._sweep_spec import (
     GridSweep as GridSweep,
@@ -28,6 +32,12 @@ from difsim._sweep_spec import (
     RandomSweep as RandomSweep,
     Uniform as Uniform,
     ZipSweep as ZipSweep,
+)
+from difsim._transforms import (
+    AbstractTransform as AbstractTransform,
+    Bounded as Bounded,
+    Identity as Identity,
+    Positive as Positive,
 )
 from difsim._xarray import to_xarray as to_xarray
 

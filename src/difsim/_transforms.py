@@ -1,0 +1,163 @@
+r"""Smooth bijections between an unconstrained real line and a parameter's allowed range.
+
+A fit optimises unconstrained numbers $u \in \mathbb{R}$; each free parameter $x$ is
+`transform.forward(u)`. Positivity ($x > 0$) and box bounds ($a < x < b$) then hold at every
+step without projections or penalties, and every optimizer (optax, optimistix) sees a plain
+unconstrained problem.
+"""
+
+import abc
+import math
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+
+class AbstractTransform(eqx.Module):
+    """A smooth, strictly increasing bijection `forward: ℝ → domain` with its inverse.
+
+    Subclasses define `forward`, `inverse` and `contains` (elementwise, any shape).
+    """
+
+    @abc.abstractmethod
+    def forward(self, u: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
+        """Natural value `x` (in the parameter's units) of the unconstrained value `u`."""
+
+    @abc.abstractmethod
+    def inverse(self, x: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
+        """Unconstrained value `u` with `forward(u) == x`; `x` must lie in the domain."""
+
+    @abc.abstractmethod
+    def contains(self, x: Float[ArrayLike, "..."]) -> Any:
+        """Whether `x` lies strictly inside the domain (a NumPy bool for concrete `x`)."""
+
+    def derivative(self, u: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
+        """`dx/du` at `u`, elementwise (the chain rule between natural and unconstrained)."""
+        u = jnp.asarray(u)
+        return jax.jvp(self.forward, (u,), (jnp.ones_like(u),))[1]
+
+    def describe(self) -> str:
+        """Short text for summaries, e.g. `"(0, inf)"`."""
+        return type(self).__name__
+
+
+class Identity(AbstractTransform):
+    """No constraint: `x = u`."""
+
+    def forward(self, u):
+        return jnp.asarray(u)
+
+    def inverse(self, x):
+        return jnp.asarray(x)
+
+    def contains(self, x):
+        return np.isfinite(np.asarray(x))
+
+    def describe(self) -> str:
+        return "(-inf, inf)"
+
+
+_POSITIVE_KINDS = ("log", "softplus")
+
+
+class Positive(AbstractTransform):
+    r"""A positive parameter, $x > 0$.
+
+    **Arguments:**
+
+    - `kind`: `"log"` (default; $x = e^u$, so equal steps in $u$ are equal *relative*
+      changes of $x$ — right for rates and populations spanning decades) or `"softplus"`
+      ($x = \log(1 + e^u)$, close to the identity for $x \gg 1$).
+    """
+
+    kind: str = eqx.field(default="log", static=True)
+
+    def __check_init__(self):
+        if self.kind not in _POSITIVE_KINDS:
+            raise ValueError(
+                f"Positive(kind={self.kind!r}): kind must be one of {', '.join(_POSITIVE_KINDS)}"
+            )
+
+    def forward(self, u):
+        u = jnp.asarray(u)
+        return jnp.exp(u) if self.kind == "log" else jax.nn.softplus(u)
+
+    def inverse(self, x):
+        x = jnp.asarray(x)
+        if self.kind == "log":
+            return jnp.log(x)
+        # log(e^x - 1), written to stay accurate for small and for large x.
+        return x + jnp.log(-jnp.expm1(-x))
+
+    def contains(self, x):
+        x = np.asarray(x)
+        return np.isfinite(x) & (x > 0)
+
+    def describe(self) -> str:
+        return "(0, inf)" if self.kind == "log" else "(0, inf) softplus"
+
+
+class Bounded(AbstractTransform):
+    r"""A parameter inside an open interval, $a < x < b$: $x = a + (b - a)\,\sigma(u)$
+    with the logistic sigmoid $\sigma$.
+
+    **Arguments:** `lower` $a$ and `upper` $b$, finite numbers with $a < b$ (in the
+    parameter's units).
+    """
+
+    lower: float
+    upper: float
+
+    def __init__(self, lower: float, upper: float):
+        for name, value in (("lower", lower), ("upper", upper)):
+            if not isinstance(value, int | float | np.floating | np.integer) or isinstance(
+                value, bool
+            ):
+                raise TypeError(f"Bounded({lower!r}, {upper!r}): {name} must be a number")
+            if not math.isfinite(value):
+                raise ValueError(
+                    f"Bounded({lower!r}, {upper!r}): {name} must be finite (for a half-open "
+                    "range such as x > 0 use Positive())"
+                )
+        if not lower < upper:
+            raise ValueError(f"Bounded({lower!r}, {upper!r}): lower must be less than upper")
+        self.lower = float(lower)
+        self.upper = float(upper)
+
+    def forward(self, u):
+        return self.lower + (self.upper - self.lower) * jax.nn.sigmoid(jnp.asarray(u))
+
+    def inverse(self, x):
+        p = (jnp.asarray(x) - self.lower) / (self.upper - self.lower)
+        return jnp.log(p) - jnp.log1p(-p)
+
+    def contains(self, x):
+        x = np.asarray(x)
+        return np.isfinite(x) & (x > self.lower) & (x < self.upper)
+
+    def describe(self) -> str:
+        return f"({self.lower:g}, {self.upper:g})"
+
+
+def as_transform(spec: Any, name: str = "parameter") -> AbstractTransform:
+    """A transform from a config-style spec: a transform instance, `None` or `"identity"`,
+    `"positive"` (log), `"softplus"`, or a pair `[lower, upper]` (a [`Bounded`][])."""
+    if isinstance(spec, AbstractTransform):
+        return spec
+    if spec is None or spec == "identity":
+        return Identity()
+    if spec == "positive":
+        return Positive()
+    if spec == "softplus":
+        return Positive("softplus")
+    if isinstance(spec, list | tuple) and len(spec) == 2:
+        return Bounded(*spec)
+    raise ValueError(
+        f"free parameter {name!r}: unknown transform {spec!r}; use ds.Identity(), "
+        "ds.Positive(), ds.Bounded(lower, upper), or the names 'identity', 'positive', "
+        "'softplus', or a pair [lower, upper]"
+    )

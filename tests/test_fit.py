@@ -1,0 +1,199 @@
+"""`fit` on Lotka–Volterra: gradients, recovery, optimizers, multistart, multiple shooting,
+checkpoints.
+
+Data come from scipy's `solve_ivp` (DOP853 at 1e-12): an independent reference, never from
+difsim itself. All fits share one problem shape (9 times, 2 observed variables), so the
+compiled loss, Jacobian and optimizer blocks are reused from test to test.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import xarray as xr
+
+import difsim as ds
+from difsim._fit import fit
+from difsim._fit_loop import value_and_grad
+from difsim._transforms import Positive
+from tests.helpers import scipy_reference
+
+TRUE = ds.models.LotkaVolterra()
+TRUTH = dict(alpha=0.55, beta=0.028, gamma=0.80, delta=0.024, **{"state.prey": 30.0})
+T = np.linspace(0.0, 8.0, 9)
+TOL = dict(rtol=1e-10, atol=1e-10)
+OBS = {"hare": "prey", "lynx": "predator"}
+# Every fit here uses the same options, so that compiled code is shared between tests.
+KW = dict(observe=OBS, noise="lognormal", **TOL)
+FREE = {name: Positive() for name in TRUTH}
+# A start 30 % away from the truth in every free variable.
+FACTORS = dict(alpha=1.3, beta=0.7, gamma=1.3, delta=0.7, **{"state.prey": 1.3})
+START = TRUE.replace(**{k: TRUTH[k] * FACTORS[k] for k in TRUTH})
+
+
+def lv_solution(p, t, y0=(30.0, 4.0)):
+    a, b, g, d = p["alpha"], p["beta"], p["gamma"], p["delta"]
+
+    def rhs(_, y):
+        return [(a - b * y[1]) * y[0], (-g + d * y[0]) * y[1]]
+
+    return scipy_reference(rhs, (t[0], t[-1]), y0, t)
+
+
+def lv_data(t=T, noise=0.0, seed=0):
+    y = lv_solution(TRUTH, t)
+    if noise:
+        y = y * np.exp(noise * np.random.default_rng(seed).standard_normal(y.shape))
+    return xr.Dataset({"hare": ("time", y[:, 0]), "lynx": ("time", y[:, 1])}, coords={"time": t})
+
+
+def rel_err(fitted, truth=TRUTH):
+    return {k: abs(fitted[k] / truth[k] - 1) for k in truth}
+
+
+@eqx.filter_jit
+def _value_and_grad(problem, u, adjoint):
+    return value_and_grad(problem, u, adjoint)
+
+
+@pytest.mark.parametrize("adjoint", ["checkpoint", "forward"])
+def test_loss_and_gradient_against_references(adjoint):
+    data = lv_data()
+    res = fit(START, data, FREE, adjoint=adjoint, steps=0, **KW)
+    problem, u = res.problem, jnp.asarray(res.u)
+    loss, grad = _value_and_grad(problem, u, adjoint)
+    # The loss: ½ Σ (log model - log data)², the model solved by scipy at the start values.
+    start = {k: TRUTH[k] * FACTORS[k] for k in TRUTH}
+    y = lv_solution(start, T, (start["state.prey"], 4.0))
+    expected = 0.5 * np.sum((np.log(y) - np.log(np.column_stack([data.hare, data.lynx]))) ** 2)
+    assert float(loss) == pytest.approx(expected, rel=1e-8)
+    # The gradient (w.r.t. the unconstrained log-values): central finite differences.
+    h = 1e-5
+
+    def loss_at(v):
+        return float(_value_and_grad(problem, v, adjoint)[0])  # reuses the compiled code
+
+    for i in range(u.shape[0]):
+        e = jnp.zeros_like(u).at[i].set(h)
+        fd = (loss_at(u + e) - loss_at(u - e)) / (2 * h)
+        assert float(grad[i]) == pytest.approx(fd, rel=1e-6), (adjoint, res.names[i])
+
+
+def test_recovers_noise_free_parameters_levenberg_marquardt():
+    res = fit(START, lv_data(), FREE, **KW)
+    assert res.status == "converged", res.message
+    assert max(rel_err(res.parameters).values()) <= 1e-4
+    assert res.loss < 1e-14
+    assert isinstance(res.model, ds.models.LotkaVolterra)
+    assert float(res.model.alpha) == res.parameters["alpha"]
+    assert float(res.model.state["prey"]) == res.parameters["state.prey"]
+    assert float(res.model.state["predator"]) == 4.0  # fixed: not free
+    assert res.num_steps == len(res.loss_history) < 50
+
+
+ADAM = dict(adjoint="forward", **KW)  # forward mode: the cheaper compile for 5 parameters
+
+
+@pytest.fixture(scope="module")
+def noisy_lm():
+    return fit(START, lv_data(noise=0.05), FREE, **KW)
+
+
+def test_optax_and_optimistix_reach_the_same_optimum(noisy_lm):
+    data = lv_data(noise=0.05)
+    assert noisy_lm.status == "converged"
+    reference = noisy_lm.parameters
+    bfgs = fit(START, data, FREE, optimizer="bfgs", adjoint="forward", **KW)
+    assert bfgs.status == "converged", bfgs.message
+    assert max(rel_err(bfgs.parameters, reference).values()) < 1e-6
+    adam = fit(START, data, FREE, optimizer="adam", learning_rate=0.05, steps=700, **ADAM)
+    assert adam.status == "completed"
+    assert max(rel_err(adam.parameters, reference).values()) < 1e-5
+    assert adam.loss == pytest.approx(noisy_lm.loss, rel=1e-8)
+    # Gradient descent took the loss down from the start to the optimum.
+    assert adam.loss_history[0] > 100 * adam.loss_history[-1]
+
+
+def test_noisy_fits_cover_the_truth_within_standard_errors():
+    """Over several seeded noise draws, the Gauss–Newton standard errors are calibrated:
+    the fitted values lie within 2 standard errors about as often as they should (95 %)."""
+    z = []
+    for seed in range(6):
+        res = fit(START, lv_data(noise=0.05, seed=seed), FREE, **KW)
+        assert res.status == "converged"
+        z += [(res.parameters[k] - TRUTH[k]) / res.stderr[k] for k in TRUTH]
+    z = np.abs(np.array(z))
+    assert np.all(np.isfinite(z))
+    assert np.mean(z < 2.0) >= 0.8, z
+    assert np.all(z < 3.5), z
+
+
+def test_multistart_keeps_the_best_and_reports_all(noisy_lm):
+    data = lv_data(noise=0.05)
+    res = fit(START, data, FREE, multistart=(4, jax.random.key(1)), **KW)
+    assert res.start_losses.shape == (4,)
+    assert res.best_start == int(np.nanargmin(res.start_losses))
+    assert res.loss == np.nanmin(res.start_losses)
+    # Start 0 is the unperturbed guess: it lands where the single fit does.
+    for k in TRUTH:
+        assert res.start_parameters[k].shape == (4,)
+        assert res.start_parameters[k][0] == pytest.approx(noisy_lm.parameters[k], rel=1e-7)
+    assert res.loss <= noisy_lm.loss * (1 + 1e-9)
+    # The other starts really were different.
+    assert np.ptp(res.start_parameters["alpha"]) > 0 or np.ptp(res.start_losses) > 0
+
+
+def test_multiple_shooting_recovers_a_longer_series():
+    t = np.linspace(0.0, 16.0, 17)
+    data = lv_data(t)
+    res = fit(START, data, FREE, multiple_shooting=4, **KW)
+    assert res.status == "converged", res.message
+    assert max(rel_err(res.parameters).values()) <= 1e-4
+    # The segment initial states (extra free variables) sit on the true trajectory.
+    problem = res.problem
+    extra = np.asarray(problem.natural(jnp.asarray(res.u)))[len(FREE) :].reshape(3, 2)
+    true_traj = lv_solution(TRUTH, t)
+    bounds = np.round(np.linspace(0, 16, 5)).astype(int)[1:-1]
+    np.testing.assert_allclose(extra, true_traj[bounds], rtol=1e-4)
+    assert problem.extra_names[:2] == ("segment1.prey", "segment1.predator")
+
+
+def test_checkpoint_resume_equals_uninterrupted(tmp_path, capsys):
+    data = lv_data(noise=0.05)
+    kw = dict(optimizer="adam", learning_rate=0.05, **ADAM)
+    path = tmp_path / "fit.ckpt"
+    first = fit(START, data, FREE, steps=60, checkpoint=path, **kw)
+    assert path.exists() and first.num_steps == 60
+    resumed = fit(START, data, FREE, steps=130, checkpoint=path, progress=True, **kw)
+    assert "fit (adam)" in capsys.readouterr().err
+    straight = fit(START, data, FREE, steps=130, **kw)
+    assert resumed.num_steps == straight.num_steps == 130
+    np.testing.assert_array_equal(resumed.loss_history, straight.loss_history)
+    for k in TRUTH:
+        assert resumed.parameters[k] == straight.parameters[k]
+    # A finished checkpoint returns at once, and a different fit refuses it.
+    again = fit(START, data, FREE, steps=130, checkpoint=path, **kw)
+    assert again.parameters == resumed.parameters
+    with pytest.raises(ValueError, match="belongs to a different fit"):
+        fit(START, data, {"alpha": Positive()}, steps=10, checkpoint=path, **kw)
+
+
+def test_result_outputs(noisy_lm, tmp_path):
+    text = noisy_lm.summary()
+    for k in TRUTH:
+        assert k in text
+    assert "converged" in text
+    dataset = noisy_lm.to_xarray()
+    np.testing.assert_allclose(dataset["value"].sel(parameter="beta"), noisy_lm.parameters["beta"])
+    np.testing.assert_allclose(
+        np.sqrt(np.diag(dataset["covariance"].values)), dataset["stderr"].values, rtol=1e-12
+    )
+    assert dataset["hare_fit"].dims == ("time",)
+    nc = noisy_lm.save(tmp_path / "fit.nc")
+    with xr.open_dataset(nc) as back:
+        np.testing.assert_array_equal(back["value"].values, dataset["value"].values)
+    js = noisy_lm.save(tmp_path / "fit.json")
+    assert '"state.prey"' in js.read_text()
+    noisy_lm.plot(tmp_path / "fit.png")
+    assert (tmp_path / "fit.png").stat().st_size > 1000
