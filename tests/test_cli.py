@@ -1,5 +1,6 @@
 """The `difsim` command line and `run_config`: outputs, overrides, exit codes, entry point."""
 
+import json
 import os
 import subprocess
 import sys
@@ -276,3 +277,65 @@ def test_sweep_with_failures_warns_and_all_failing_exits_1(tmp_path, monkeypatch
     assert "MAX_STEPS 4" in capsys.readouterr().out
     with pytest.raises(RuntimeError, match=r"every trajectory of sweep\(ExponentialDecay\)"):
         run_config("sweep.toml", overrides={"solver.max_steps": 2}, plot=False)
+
+
+FLU_FIT = """
+[model]
+name = "sir"
+[model.parameters]
+beta = 1.0
+gamma = 0.5
+[model.state]
+S = 762.0
+I = 1.0
+R = 0.0
+[solver]
+rtol = 1e-8
+atol = 1e-8
+[fit]
+data = "{data}"
+t0 = 0.0
+[fit.free]
+beta = "positive"
+gamma = "positive"
+[fit.observe]
+confined_to_bed = "I"
+[output]
+path = "out/flu.nc"
+"""
+
+
+def test_run_fit_equals_python_fit_and_writes_outputs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    data = Path(__file__).resolve().parents[1] / "data" / "influenza.nc"
+    Path("flu.toml").write_text(FLU_FIT.format(data=data))
+    assert main(["run", "flu.toml", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    for fragment in ["Fit of SIR (levenberg_marquardt): converged", "beta", "gamma", "loss",
+                     "14 observations", "out/flu.nc", "out/flu.json", "out/flu.png"]:  # fmt: skip
+        assert fragment in out, (fragment, out)
+    # The same fit through the Python API (the config's defaults written out).
+    model = ds.models.SIR(beta=1.0, gamma=0.5).replace(
+        **{"state.S": 762.0, "state.I": 1.0, "state.R": 0.0}
+    )
+    direct = ds.fit(model, str(data), {"beta": ds.Positive(), "gamma": ds.Positive()},
+                    observe={"confined_to_bed": "I"}, t0=0.0, solver="tsit5",
+                    rtol=1e-8, atol=1e-8, max_steps=4096)  # fmt: skip
+    assert direct.status == "converged"
+    with xr.open_dataset("out/flu.nc") as result:
+        result = result.load()
+    fitted = dict(zip(result.parameter.values.tolist(), result.value.values))
+    for name in ("beta", "gamma"):
+        np.testing.assert_allclose(fitted[name], direct.parameters[name], rtol=1e-8)
+    np.testing.assert_allclose(result.attrs["loss"], direct.loss, rtol=1e-8)
+    assert load_config(tomllib.loads(result.attrs["config"])) == load_config("flu.toml")
+    summary = json.loads(Path("out/flu.json").read_text())
+    np.testing.assert_allclose(summary["parameters"]["beta"], direct.parameters["beta"], rtol=1e-8)
+    assert Path("out/flu.png").read_bytes()[:4] == b"\x89PNG"
+    # Errors name the key, exit 2, no traceback.
+    assert main(["run", "flu.toml", "--set", "fit.optimizer=adamm"]) == 2
+    err = capsys.readouterr().err
+    assert "[fit] optimizer" in err and "'adam'" in err and "Traceback" not in err
+    # What only the fit can find (a start outside its range) is a [fit] error too.
+    assert main(["run", "flu.toml", "--set", "fit.free.beta=[2.0, 3.0]"]) == 2
+    assert "[fit]" in capsys.readouterr().err

@@ -110,6 +110,8 @@ def _run(experiment, args) -> int:
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     if experiment.sweep is not None:
         return _run_sweep(experiment, args, progress)
+    if experiment.fit is not None:
+        return _run_fit(experiment, args, progress)
     result = execute(experiment, output=args.output, plot=args.plot, progress=progress)
     ds, spec = result.dataset, experiment.solver
     model = experiment.model
@@ -247,6 +249,56 @@ def _run_sweep(experiment, args, progress: bool) -> int:
             file=sys.stderr,
         )
     return 1 if not result.status.ok else 0
+
+
+def _run_fit(experiment, args, progress: bool) -> int:
+    result = _execute(experiment, args, progress)
+    res, spec, fit, model = result.fit, experiment.solver, experiment.fit, experiment.model
+    fixed = ", ".join(
+        f"{p}={float(getattr(res.model, p)):.6g}"
+        for p in model.cls.parameter_names()
+        if p not in res.parameters and np_scalar(getattr(res.model, p))
+    )
+    obs = res.problem.data
+    lines = [
+        ("model", f"{model.name} ({model.cls.__name__})" + (f": {fixed}" if fixed else "")),
+        (
+            "data",
+            f"{fit.data}: {', '.join(obs.names)} over {obs.coord!r}, "
+            f"{obs.num_observations} observations, noise {fit.noise}",
+        ),
+        ("solver", f"{spec.name}, rtol={spec.rtol:g}, atol={spec.atol:g}, {spec.dtype}"),
+        ("wall time", f"{result.wall_time:.2f} s (fit, including compilation)"),
+        (
+            "output",
+            ", ".join(
+                str(p)
+                for p in (result.output, result.output and result.output.with_suffix(".json"))
+                if p
+            )
+            + (f", {result.plot}" if result.plot else "")
+            or "(none: give [output] path or --output)",
+        ),
+    ]
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        print(f"{key:>{width}}  {value}")
+    print()
+    print(res.summary())
+    if not res.ok:
+        sys.stdout.flush()
+        print(
+            f"difsim: error: fit({model.cls.__name__}) ended {res.status}: {res.message}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def np_scalar(value) -> bool:
+    import numpy as np
+
+    return np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.number)
 
 
 def _execute(experiment, args, progress):

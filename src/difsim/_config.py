@@ -21,6 +21,7 @@ import numpy as np
 from difsim import solvers
 from difsim._experiment import (
     Experiment as Experiment,
+    FitSpec as FitSpec,
     ModelSpec as ModelSpec,
     OutputSpec as OutputSpec,
     SolverSpec as SolverSpec,
@@ -28,6 +29,7 @@ from difsim._experiment import (
     TimeSpec as TimeSpec,
     field_defaults,
 )
+from difsim._fit_config import FIT_SECTION, FIT_SOLVER_DEFAULTS
 from difsim._model import Model
 from difsim._schema import (
     BOOL,
@@ -304,7 +306,7 @@ SECTIONS: dict[str, Section] = {
         entries='the swept keys: a parameter name or "state.<var>" = values or a distribution',
         none_if_absent=True,
     ),
-    "fit": Section("fitting parameters to data", {}, None, unsupported=True),
+    "fit": FIT_SECTION,
 }
 
 
@@ -373,8 +375,24 @@ def _check(raw: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(
             f"top-level key {name!r} belongs in a section; sections are {', '.join(supported)}"
         )
-    parsed = {}
+    if "fit" in raw:
+        if "sweep" in raw:
+            raise ConfigError(
+                "[sweep] and [fit] cannot be combined: a config either sweeps or fits", "sweep"
+            )
+        if "time" in raw:
+            raise ConfigError(
+                "a fit takes its times from the data ([fit] data, time, t0): remove [time]",
+                "time",
+            )
+        solver = raw.get("solver", {})
+        if isinstance(solver, dict):
+            raw = {**raw, "solver": {**FIT_SOLVER_DEFAULTS, **solver}}
+    parsed: dict[str, Any] = {}
     for name, section in SECTIONS.items():
+        if name == "time" and "fit" in raw:
+            parsed[name] = None
+            continue
         if section.unsupported:
             if name in raw:
                 import difsim

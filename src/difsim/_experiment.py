@@ -113,8 +113,85 @@ class SweepSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class FitSpec:
+    """`[fit]`: the data, what is free (with its range), what the data observe, and the
+    optimizer's settings, as written in the config. `kwargs()` gives the arguments of
+    [`fit`][] (besides the model, the data and the solver settings)."""
+
+    # The scalar settings of [fit], in the order the config writes them.
+    SETTINGS = (
+        "data", "time", "t0", "control", "noise", "optimizer", "steps", "learning_rate", "tol",
+        "adjoint", "multiple_shooting", "shooting_penalty", "multistart", "seed",
+        "multistart_scale", "checkpoint", "max_failures",
+    )  # fmt: skip
+
+    data: str
+    free: Mapping[str, Any]
+    observe: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    weights: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    sigma: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    time: str | None = None
+    t0: float | None = None
+    control: str | None = None
+    noise: str = "gaussian"
+    optimizer: str = "levenberg_marquardt"
+    steps: int | None = None
+    learning_rate: float = 1e-2
+    tol: float = 1e-8
+    adjoint: str | None = None
+    multiple_shooting: int | None = None
+    shooting_penalty: float | None = None
+    multistart: int | None = None
+    seed: int | None = None
+    multistart_scale: float | None = None
+    checkpoint: str | None = None
+    max_failures: int = 20
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of [`fit`][]: `free`, `observe`, … (`multistart` as
+        `(n, jax.random.key(seed), scale)`)."""
+        out: dict[str, Any] = dict(
+            free={k: (tuple(v) if isinstance(v, list) else v) for k, v in self.free.items()},
+            observe=dict(self.observe) or None,
+            weights={k: np.asarray(v, float) for k, v in self.weights.items()} or None,
+            sigma={k: np.asarray(v, float) for k, v in self.sigma.items()} or None,
+            time=self.time,
+            t0=None if self.t0 is None else float(self.t0),
+            control=self.control,
+            noise=self.noise,
+            optimizer=self.optimizer,
+            steps=self.steps,
+            learning_rate=float(self.learning_rate),
+            tol=float(self.tol),
+            adjoint=self.adjoint,
+            checkpoint=self.checkpoint,
+            max_failures=self.max_failures,
+        )
+        if self.multiple_shooting is not None:
+            from difsim._shooting import MultipleShooting
+
+            penalty = {} if self.shooting_penalty is None else {"penalty": self.shooting_penalty}
+            out["multiple_shooting"] = MultipleShooting(self.multiple_shooting, **penalty)
+        if self.multistart is not None:
+            import jax
+
+            scale = 0.3 if self.multistart_scale is None else float(self.multistart_scale)
+            out["multistart"] = (self.multistart, jax.random.key(self.seed or 0), scale)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        settings = {k: getattr(self, k) for k in self.SETTINGS}
+        tables = {k: dict(getattr(self, k)) for k in ("free", "observe", "weights", "sigma")}
+        return {
+            **{k: v for k, v in settings.items() if v is not None},
+            **{k: v for k, v in tables.items() if v},
+        }
+
+
+@dataclasses.dataclass(frozen=True)
 class Experiment:
-    """A checked experiment config: what `difsim run` executes (a sweep when `sweep` is set).
+    """A checked experiment config: what `difsim run` executes (a sweep when `sweep` is set,
+    a fit to data when `fit` is set; a fit has no `time`: its times come from the data).
 
     Build one with [`load_config`][]; run it with [`run_config`][]. `to_dict()` and
     `to_toml()` give the complete config (defaults filled in), which loads back to an equal
@@ -122,10 +199,11 @@ class Experiment:
     """
 
     model: ModelSpec
-    time: TimeSpec
+    time: TimeSpec | None
     solver: SolverSpec
     output: OutputSpec
     sweep: SweepSpec | None = None
+    fit: FitSpec | None = None
     source: str | None = dataclasses.field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,19 +213,20 @@ class Experiment:
             model["parameters"] = dict(self.model.parameters)
         if self.model.state:
             model["state"] = dict(self.model.state)
-        save = self.time.save
-        out = {
-            "model": model,
-            "time": {
+        out: dict[str, Any] = {"model": model}
+        if self.time is not None:
+            save = self.time.save
+            out["time"] = {
                 "t0": self.time.t0,
                 "t1": self.time.t1,
                 "save": list(save) if isinstance(save, tuple) else save,
-            },
-            "solver": dataclasses.asdict(self.solver),
-            "output": dataclasses.asdict(self.output),
-        }
+            }
+        out["solver"] = dataclasses.asdict(self.solver)
+        out["output"] = dataclasses.asdict(self.output)
         if self.sweep is not None:
             out["sweep"] = self.sweep.to_dict()
+        if self.fit is not None:
+            out["fit"] = self.fit.to_dict()
         return {s: {k: v for k, v in d.items() if v is not None} for s, d in out.items()}
 
     def to_toml(self) -> str:

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import xarray as xr
 
-from difsim._config import Experiment, load_config
+from difsim._config import ConfigError, Experiment, load_config
 from difsim._plot import plot as plot_dataset
 from difsim._simulate import simulate
 from difsim._status import Status
@@ -34,6 +34,7 @@ class RunResult:
     wall_time: float
     status: Status
     report: Any = None
+    fit: Any = None
 
 
 def execute(
@@ -50,6 +51,8 @@ def execute(
     """
     if experiment.sweep is not None:
         return _execute_sweep(experiment, output=output, plot=plot, progress=progress)
+    if experiment.fit is not None:
+        return _execute_fit(experiment, output=output, plot=plot, progress=progress)
     x64 = experiment.solver.dtype == "float64"
     # Scoped precision: the model's arrays, the times and the compiled solve all take the
     # config's dtype, whatever the process-wide setting is.
@@ -132,6 +135,48 @@ def _execute_sweep(
     return RunResult(dataset, nc_path, png_path, report.wall_time, status, report)
 
 
+def _execute_fit(
+    experiment: Experiment, *, output: str | os.PathLike | None, plot: bool, progress: bool
+) -> RunResult:
+    from difsim._fit import fit  # imports the fitting machinery only when needed
+
+    nc_path, png_path = experiment.output.paths(output)
+    spec = experiment.solver
+    with jax.enable_x64(spec.dtype == "float64"):
+        model = experiment.model.build()
+        start = time.perf_counter()
+        try:
+            result = fit(
+                model,
+                experiment.fit.data,
+                solver=spec.name,
+                rtol=spec.rtol,
+                atol=spec.atol,
+                max_steps=spec.max_steps,
+                progress=progress,
+                **experiment.fit.kwargs(),
+            )
+        except (ValueError, TypeError, FileNotFoundError) as e:
+            # What the config check cannot see without solving (a start outside its range,
+            # a loss that is not finite at the guess, ...): a config problem all the same.
+            raise ConfigError(str(e), "fit") from e
+        wall = time.perf_counter() - start
+        # Still in the fit's precision: the outputs evaluate the fitted model again.
+        dataset = result.to_xarray()
+        dataset.attrs.update(config=experiment.to_toml(), dtype=spec.dtype)
+        if nc_path is not None:
+            atomic_write(nc_path, lambda p: dataset.to_netcdf(p, engine="h5netcdf"))
+            result.save(nc_path.with_suffix(".json"))
+        if not plot:
+            png_path = None
+        if png_path is not None:
+            atomic_write(png_path, lambda p: result.plot(p))
+    status = Status.SUCCESS
+    if not result.ok:
+        status = Status.MAX_STEPS if result.status == "max_steps" else Status.NONFINITE
+    return RunResult(dataset, nc_path, png_path, wall, status, fit=result)
+
+
 def run_config(
     config: "str | os.PathLike | Mapping[str, Any] | Experiment",
     *,
@@ -158,7 +203,8 @@ def run_config(
     - `throw`: if the solve fails, raise `RuntimeError` (after writing the partial output);
       with `False` the failure is only recorded in the Dataset's `status`. A sweep
       (`[sweep]`) raises only if every trajectory failed; per-trajectory failures are in
-      its `status` variable and `n_<status>` attributes.
+      its `status` variable and `n_<status>` attributes. A fit (`[fit]`) raises if it
+      neither converged nor ran all its steps (outputs are written first).
 
     **Returns:** the `xarray.Dataset` (also written to the output path, if any).
 
@@ -166,6 +212,11 @@ def run_config(
     """
     experiment = load_config(config, overrides=overrides)
     result = execute(experiment, output=output, plot=plot, progress=progress)
+    if throw and experiment.fit is not None and not result.fit.ok:
+        raise RuntimeError(
+            f"fit({experiment.model.cls.__name__}) ended {result.fit.status}: "
+            f"{result.fit.message}" + (f"; output in {result.output}" if result.output else "")
+        )
     if throw and not result.status.ok:
         where = f"; partial output in {result.output}" if result.output else ""
         what = "every trajectory of sweep" if experiment.sweep is not None else "simulate"
