@@ -197,7 +197,8 @@ def _chunk_size(n: int, budget: int) -> int | None:
         model = ds.models.Lorenz()
         outputs = [type("O", (), {"shape": ()})] * 3  # x, y, z: one scalar each
         per = bytes_per_trajectory(model, outputs, 1, np.float32)
-        return choose_chunk_size(n, jax.device_count(), per, budget)
+        cpu = jax.default_backend() == "cpu"
+        return choose_chunk_size(n, jax.device_count(), per, budget, cpu=cpu)
     except Exception:
         return None
 

@@ -1,5 +1,6 @@
 """Labelled output: a `Solution` (or a batch of them) as an `xarray.Dataset`."""
 
+import functools
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -10,6 +11,7 @@ import xarray as xr
 from difsim._status import Status, flag_attrs
 
 
+@functools.cache  # two importlib.metadata look-ups cost ~1.6 ms: once per process is enough
 def _difsim_version() -> str:
     try:
         return version("difsim")
