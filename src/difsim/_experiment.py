@@ -46,6 +46,11 @@ class TimeSpec:
     t1: float
     save: str | int | tuple[float, ...]
 
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of `simulate`/`sweep`: `t0`, `t1`, `save`."""
+        save = list(self.save) if isinstance(self.save, tuple) else self.save
+        return dict(t0=self.t0, t1=self.t1, save=save)
+
 
 @dataclasses.dataclass(frozen=True)
 class SolverSpec:
@@ -59,6 +64,17 @@ class SolverSpec:
     max_steps: int
     adjoint: str
     dtype: str
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of `simulate`/`sweep`: solver, tolerances and step control."""
+        return dict(
+            solver=self.name,
+            rtol=self.rtol,
+            atol=self.atol,
+            dt0=self.dt0,
+            controller=self.controller,
+            max_steps=self.max_steps,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
