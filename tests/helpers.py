@@ -1,5 +1,7 @@
 """Shared helpers for the test-suite (reference solutions, finite differences)."""
 
+import copy
+
 import numpy as np
 import scipy.integrate
 
@@ -26,3 +28,18 @@ def scipy_reference(fun, t_span, y0, t_eval, method="DOP853", rtol=1e-12, atol=1
 def central_difference(f, x: float, h: float = 1e-6) -> float:
     """Central finite difference `(f(x+h) - f(x-h)) / 2h` of a scalar function."""
     return (f(x + h) - f(x - h)) / (2 * h)
+
+
+def with_key(base: dict, path: str, value) -> dict:
+    """A deep copy of the config dict `base` with the dotted key `path` set to `value`
+    (or removed, for `...`)."""
+    raw = copy.deepcopy(base)
+    *tables, last = path.split(".")
+    node = raw
+    for table in tables:
+        node = node.setdefault(table, {})
+    if value is ...:
+        del node[last]
+    else:
+        node[last] = value
+    return raw
