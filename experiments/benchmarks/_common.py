@@ -8,6 +8,7 @@ minimum alongside as the least-disturbed estimate, and the load average recorded
 import collections
 import datetime
 import importlib.metadata
+import json
 import os
 import platform
 import re
@@ -286,3 +287,13 @@ def seconds(x: float | None) -> str:
     if x < 120:
         return f"{x:.2f} s"
     return f"{x / 60:.1f} min"
+
+
+def write_reports(report: dict, markdown: Path | None, json_path: Path | None, text: str) -> None:
+    """Write the Markdown table `text` and/or the raw `report` as JSON, where asked."""
+    if markdown:
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        markdown.write_text(text + "\n")
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=1, default=str))

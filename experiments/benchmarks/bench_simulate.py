@@ -59,6 +59,7 @@ from _common import (  # noqa: E402
     time_process,
     today,
     versions,
+    write_reports,
 )
 from _report import render, render_header, summary  # noqa: E402
 
@@ -371,12 +372,9 @@ def main(argv=None) -> dict:
         print("\ncold start ...", flush=True)
         report["cold"] = bench_cold(args.config.resolve(), cold_repeats, cli_repeats, args.wait_cli)
     print("\n" + render(report, markdown=False) + "\n\n" + summary(report))
-    if args.markdown:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(render_header(report) + "\n\n" + render(report, True) + "\n")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1, default=str))
+    write_reports(
+        report, args.markdown, args.json, render_header(report) + "\n\n" + render(report, True)
+    )
     return report
 
 

@@ -50,6 +50,7 @@ from _common import (  # noqa: E402
     time_call,
     today,
     versions,
+    write_reports,
 )
 from _report import render_header  # noqa: E402
 from bench_simulate import ATOL, RHO_MAX, RTOL, T0, T1, diffrax_final, max_abs_diff, run_scipy  # noqa: E402
@@ -479,12 +480,9 @@ def main(argv=None) -> dict:
         report["memory"] = bench_memory(memory_sizes, budget, timeout)
     report["load_after"] = load_average()
     print("\n" + render(report, markdown=False) + "\n\n" + summary(report))
-    if args.markdown:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(render_header(report) + "\n\n" + render(report, True) + "\n")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1, default=str))
+    write_reports(
+        report, args.markdown, args.json, render_header(report) + "\n\n" + render(report, True)
+    )
     return report
 
 

@@ -145,15 +145,9 @@ def _run(experiment, args) -> int:
             f"t={t_last:g}{'' if result.status.ok else ' (last before the failure)'}"
             f": " + ", ".join(f"{k}={v}" for k, v in last.items()),
         ),
-        (
-            "output",
-            ", ".join(str(p) for p in (result.output, result.plot) if p)
-            or "(none: give [output] path or --output)",
-        ),
+        ("output", _outputs(result.output, result.plot)),
     ]
-    width = max(len(k) for k, _ in lines)
-    for key, value in lines:
-        print(f"{key:>{width}}  {value}")
+    _print_summary(lines)
     if not result.status.ok:
         sys.stdout.flush()
         partial = (
@@ -230,15 +224,9 @@ def _run_sweep(experiment, args, progress: bool) -> int:
             f"{report.wall_time:.2f} s (including compilation"
             + (f"; {rate:,.0f} trajectories/s)" if computed else ")"),
         ),
-        (
-            "output",
-            ", ".join(str(p) for p in (result.output, result.plot) if p)
-            or "(none: give [output] path or --output)",
-        ),
+        ("output", _outputs(result.output, result.plot)),
     ]
-    width = max(len(k) for k, _ in lines)
-    for key, value in lines:
-        print(f"{key:>{width}}  {value}")
+    _print_summary(lines)
     failed = {c: n for c, n in counts.items() if not Status(c).ok}
     if failed:
         sys.stdout.flush()
@@ -271,18 +259,12 @@ def _run_fit(experiment, args, progress: bool) -> int:
         ("wall time", f"{result.wall_time:.2f} s (fit, including compilation)"),
         (
             "output",
-            ", ".join(
-                str(p)
-                for p in (result.output, result.output and result.output.with_suffix(".json"))
-                if p
-            )
-            + (f", {result.plot}" if result.plot else "")
-            or "(none: give [output] path or --output)",
+            _outputs(
+                result.output, result.output and result.output.with_suffix(".json"), result.plot
+            ),
         ),
     ]
-    width = max(len(k) for k, _ in lines)
-    for key, value in lines:
-        print(f"{key:>{width}}  {value}")
+    _print_summary(lines)
     print()
     print(res.summary())
     if not res.ok:
@@ -354,3 +336,15 @@ def _solvers() -> int:
     ]
     print(_table(rows, ("name", "description")))
     return 0
+
+
+def _outputs(*paths) -> str:
+    """The summary's "output" line: the files written, or how to get them."""
+    return ", ".join(str(p) for p in paths if p) or "(none: give [output] path or --output)"
+
+
+def _print_summary(lines: list[tuple[str, str]]) -> None:
+    """Print `(key, value)` rows with the keys right-aligned in one column."""
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        print(f"{key:>{width}}  {value}")

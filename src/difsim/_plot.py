@@ -68,6 +68,12 @@ def plot(dataset: xr.Dataset, path: str | Path | None = None, phase: tuple[str, 
     status = dataset.get("status")
     if status is not None and status.ndim == 0 and int(status) != 0:
         title += f"  [{Status(int(status)).name}]"
+    return finish_figure(fig, title, path)
+
+
+def finish_figure(fig, title: str, path: str | Path | None):
+    """Title and lay out `fig`; save it to `path` (PNG, 120 dpi) and return `None`, or return
+    the figure when no path is given."""
     fig.suptitle(title)
     fig.tight_layout()
     if path is not None:

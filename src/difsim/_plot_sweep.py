@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from difsim._plot import finish_figure
 from difsim._status import Status
 
 MAX_PANELS = 6
@@ -144,10 +145,4 @@ def plot_sweep(dataset: xr.Dataset, path: str | Path | None = None):
     title += f", {int(failed.sum())} failed)" if failed.any() else ")"
     if selection:
         title += "  at " + ", ".join(f"{d} = {float(dataset[d]):g}" for d in selection)
-    fig.suptitle(title)
-    fig.tight_layout()
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
-        return None
-    return fig
+    return finish_figure(fig, title, path)
