@@ -9,18 +9,47 @@ import importlib
 import importlib.metadata
 
 from difsim import solvers as solvers
+from difsim._advection import (
+    advection as advection,
+    conservative_divergence as conservative_divergence,
+)
 from difsim._config import ConfigError as ConfigError, load_config as load_config
 from difsim._event import Event as Event
 from difsim._experiment import Experiment as Experiment
+from difsim._fd import (
+    biharmonic as biharmonic,
+    derivative as derivative,
+    divergence as divergence,
+    gradient as gradient,
+    laplacian as laplacian,
+)
 from difsim._fit import fit as fit
 from difsim._fit_result import FitResult as FitResult
+from difsim._grid import (
+    BoundaryCondition as BoundaryCondition,
+    Dirichlet as Dirichlet,
+    Grid as Grid,
+    Neumann as Neumann,
+    Periodic as Periodic,
+)
 from difsim._model import Model as Model, param as param
 from difsim._observables import observable as observable
 from difsim._plot import plot as plot
+from difsim._poisson import solve_poisson as solve_poisson
 from difsim._run import run_config as run_config
 from difsim._shooting import MultipleShooting as MultipleShooting
 from difsim._simulate import simulate as simulate
 from difsim._solution import Solution as Solution
+from difsim._spectral import (
+    dealias as dealias,
+    inverse_laplacian as inverse_laplacian,
+    irfftn as irfftn,
+    rfftn as rfftn,
+    spectral_derivative as spectral_derivative,
+    spectral_gradient as spectral_gradient,
+    spectral_laplacian as spectral_laplacian,
+    wavenumbers as wavenumbers,
+)
 from difsim._state import State as State, Var as Var, VarInfo as VarInfo
 from difsim._status import Status as Status
 from difsim._steady import steady_state as steady_state
