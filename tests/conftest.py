@@ -5,6 +5,8 @@ import os
 # Must be set before jax initialises its backends: sharding tests need several devices.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Test files run in parallel processes (pytest-xdist): on a GPU, let them share its memory.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

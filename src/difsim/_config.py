@@ -56,6 +56,7 @@ from difsim._schema import (
     parse_override as parse_override,
     plain,
 )
+from difsim._solver_defaults import KEYS, resolve_solver_settings
 from difsim._state import State
 from difsim._sweep_config import parse_sweep
 from difsim._toml import format_value
@@ -133,7 +134,18 @@ def _parse_time(values: dict[str, Any], parsed: dict[str, Any]) -> TimeSpec:
 
 def _parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
     cls = parsed["model"].cls
-    name = values["name"] or ("kvaerno5" if cls.stiff else "tsit5")
+    try:
+        resolved = resolve_solver_settings(
+            cls, solver=values["name"], **{k: values[k] for k in KEYS if k != "solver"}
+        )
+    except (TypeError, ValueError) as error:
+        raise ConfigError(str(error), "model.name") from None
+    name = resolved["solver"]
+    values = {**values, **{k: v for k, v in resolved.items() if k != "solver"}}
+    if name not in solvers.SOLVERS:
+        raise ConfigError(
+            f"{cls.__name__}.solver_defaults names an unknown solver {name!r}", "model.name"
+        )
     info = solvers.SOLVERS[name]
     if info.imex and not cls.has_split():
         raise ConfigError(
@@ -223,8 +235,8 @@ SECTIONS: dict[str, Section] = {
                 None,
                 lambda: list(solvers.SOLVERS),
             ),
-            "rtol": Key(POSITIVE, "relative tolerance", 1e-6),
-            "atol": Key(POSITIVE, "absolute tolerance", 1e-6),
+            "rtol": Key(POSITIVE, "relative tolerance (default 1e-6, or the model's)", None),
+            "atol": Key(POSITIVE, "absolute tolerance (default 1e-6, or the model's)", None),
             "dt0": Key(
                 POSITIVE,
                 "initial step (adaptive) or the step (fixed-step); default: "
@@ -238,7 +250,9 @@ SECTIONS: dict[str, Section] = {
                 None,
                 lambda: list(solvers.CONTROLLERS),
             ),
-            "max_steps": Key(POSITIVE_INT, "most steps before the solve gives up", 16384),
+            "max_steps": Key(
+                POSITIVE_INT, "most steps before the solve gives up (default 16384)", None
+            ),
             "adjoint": Key(
                 STRING,
                 "how gradients pass through the solve (used by fitting), "

@@ -8,6 +8,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from difsim._grid import Grid
 from difsim._state import State
 
 
@@ -55,7 +56,14 @@ class Model(eqx.Module):
     `rhs_nonstiff(t, s)` and `rhs_stiff(t, s)` instead of `rhs`; `rhs` is then their sum.
 
     Class-level options (`ClassVar`): `time_units` (e.g. `"s"`), `stiff` (pick a stiff
-    solver by default), `phase` (a pair of variables to draw as a phase portrait).
+    solver by default), `phase` (a pair of variables to draw as a phase portrait),
+    `solver_defaults` (settings `simulate`/`sweep`/configs use when the caller leaves them
+    unset, e.g. `{"solver": "etdrk4", "dt0": 0.25}`; `dt0` and `controller` apply only
+    with the model's own solver).
+
+    PDE models keep their [`Grid`][] in a field (conventionally `grid`): its coordinates
+    label the outputs (`x`, `y`, `z`), and state variables with as many axes as the grid
+    take its dimension names.
 
     Models are immutable: `model.replace(rho=30.0, **{"state.x": 2.0})` returns a new one.
     """
@@ -63,6 +71,7 @@ class Model(eqx.Module):
     time_units: ClassVar[str | None] = None
     stiff: ClassVar[bool] = False
     phase: ClassVar[tuple[str, str] | None] = None
+    solver_defaults: ClassVar[dict[str, Any]] = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -129,9 +138,28 @@ class Model(eqx.Module):
             ) from None
 
     def coords(self) -> dict[str, Any]:
-        """Coordinates of the state variables' own axes, `{dim: 1-D values}` (e.g. a grid's
-        `x`); used to label outputs. Default: none."""
-        return {}
+        """Coordinates of the state variables' own axes, `{dim: 1-D values}`; used to label
+        outputs. Default: the coordinates of the model's grid(s)."""
+        coords: dict[str, Any] = {}
+        for grid in self.grids():
+            coords.update(grid.coords)
+        return coords
+
+    def grids(self) -> tuple[Grid, ...]:
+        """The [`Grid`][] fields of the model (empty for an ODE model)."""
+        return tuple(
+            value
+            for f in dataclasses.fields(self)
+            if isinstance(value := getattr(self, f.name, None), Grid)
+        )
+
+    def default_dims(self, name: str, ndim: int) -> tuple[str, ...]:
+        """Dimension names for state variable `name` with `ndim` axes when it declares no
+        `dims`: the grid's (when the axes match a grid), else `<name>_dim<i>`."""
+        for grid in self.grids():
+            if grid.ndim == ndim:
+                return grid.dims
+        return tuple(f"{name}_dim{i}" for i in range(ndim))
 
     # ---------------------------------------------------------------- parameters
     @classmethod

@@ -136,7 +136,7 @@ class KeepPlan:
         if self.mode in ("final", "trajectory"):
             lead = ("time",) if self.mode == "trajectory" else ()
             for var, value in state.items():
-                dims, shape = _var_dims(var, info[var], value)
+                dims, shape = _var_dims(model, var, info[var], value)
                 out.append(
                     Output(
                         var,
@@ -156,7 +156,7 @@ class KeepPlan:
         for name in self.names:
             var, _, reduction = name.rpartition(".")
             if var in info and reduction in REDUCTIONS:
-                dims, shape = _var_dims(var, info[var], state[var])
+                dims, shape = _var_dims(model, var, info[var], state[var])
                 attrs = dict(_var_attrs(info[var]))
                 attrs["long_name"] = f"{info[var].description or var}: {REDUCTIONS[reduction][0]}"
                 if reduction == "rate" and info[var].units:
@@ -238,9 +238,11 @@ def _reduce(ts: jax.Array, ys: jax.Array, reduction: str) -> jax.Array:
     return jnp.sum(0.5 * (ys[1:] + ys[:-1]) * dt, axis=0) / span
 
 
-def _var_dims(var: str, info: VarInfo, value: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
+def _var_dims(
+    model: Model, var: str, info: VarInfo, value: Any
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
     shape = tuple(np.shape(value))
-    dims = info.dims or tuple(f"{var}_dim{i}" for i in range(len(shape)))
+    dims = info.dims or model.default_dims(var, len(shape))
     return tuple(dims), shape
 
 

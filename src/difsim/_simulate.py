@@ -14,6 +14,7 @@ from difsim._custom_types import RealScalarLike, SaveSpec, Times
 from difsim._event import Event, to_diffrax_event
 from difsim._model import Model
 from difsim._solution import Solution
+from difsim._solver_defaults import resolve_solver_settings
 from difsim._state import is_finite_concrete
 from difsim._status import Status, status_from_result
 from difsim._vector_field import Layout, VectorField, check_rhs
@@ -29,11 +30,11 @@ def simulate(
     t1: RealScalarLike | None = None,
     save: SaveSpec = None,
     solver: str | dfx.AbstractSolver | None = None,
-    rtol: float = 1e-6,
-    atol: float = 1e-6,
+    rtol: float | None = None,
+    atol: float | None = None,
     dt0: RealScalarLike | None = None,
     controller: str | dfx.AbstractStepSizeController | None = None,
-    max_steps: int = 16_384,
+    max_steps: int | None = None,
     adjoint: str | dfx.AbstractAdjoint = "checkpoint",
     event: Event | Callable | None = None,
     throw: bool = True,
@@ -51,14 +52,18 @@ def simulate(
     - `t0`, `t1`: start and end of the solve (`t1 > t0`), when `t` is not given.
     - `save`: `"final"` (only the state at `t1`), an integer `n` (`n` evenly spaced times
       from `t0` to `t1`; default 101), or an array of times in `[t0, t1]`.
-    - `solver`: a name from `difsim.solvers.SOLVERS` (default `"tsit5"`, or `"kvaerno5"` for
-      models with `stiff = True`) or any diffrax solver instance.
+    - `solver`: a name from `difsim.solvers.SOLVERS` or any diffrax solver instance. Default:
+      the model's `solver_defaults` (e.g. ETDRK4 with a fixed step for a stiff PDE), else
+      `"tsit5"`, or `"kvaerno5"` for models with `stiff = True`.
     - `rtol`, `atol`: relative/absolute tolerances of the adaptive step-size controller (and of
-      the nonlinear solves of implicit solvers).
+      the nonlinear solves of implicit solvers); default 1e-6 (or the model's).
     - `dt0`: initial step (adaptive) or the step (fixed-step solvers, `controller="constant"`).
     - `controller`: `"pid"`, `"constant"`, or a diffrax controller (default: PID when the solver
       has an error estimate).
-    - `max_steps`: most steps before the solve gives up with `Status.MAX_STEPS`.
+    - `max_steps`: most steps before the solve gives up with `Status.MAX_STEPS` (default
+      16384).
+
+    Arguments left as `None` take the model's `solver_defaults`, then difsim's defaults.
     - `adjoint`: how `jax.grad` differentiates the solve: `"checkpoint"` (reverse mode with
       recursive checkpointing; default), `"forward"` (forward mode; best for few parameters
       and `jax.jacfwd`), `"backsolve"` (continuous adjoint, O(1) memory), `"direct"`, or a
@@ -75,7 +80,12 @@ def simulate(
     name = type(model).__name__
     ts, t0, t1, final_only = _resolve_times(t, t0, t1, save)
 
-    solver = solver if solver is not None else ("kvaerno5" if model.stiff else "tsit5")
+    settings = resolve_solver_settings(
+        type(model), solver=solver, dt0=dt0, controller=controller, rtol=rtol, atol=atol,
+        max_steps=max_steps,
+    )  # fmt: skip
+    solver, dt0, controller = settings["solver"], settings["dt0"], settings["controller"]
+    rtol, atol, max_steps = settings["rtol"], settings["atol"], settings["max_steps"]
     solver_obj = solvers.make_solver(solver)
     imex = isinstance(solver_obj, dfx.AbstractSolver) and _is_imex(solver_obj)
     if imex and not model.has_split():

@@ -27,6 +27,7 @@ from difsim import _distributed as dist, solvers
 from difsim._model import Model
 from difsim._observables import KeepPlan, Output, plan_keep
 from difsim._simulate import simulate
+from difsim._solver_defaults import KEYS, resolve_solver_settings
 from difsim._sweep_layout import (
     build_layout,
     count_attrs,
@@ -80,11 +81,11 @@ def sweep(
     save: Any = "final",
     keep: str | Sequence[str] | None = None,
     solver: str | dfx.AbstractSolver | None = None,
-    rtol: float = 1e-6,
-    atol: float = 1e-6,
+    rtol: float | None = None,
+    atol: float | None = None,
     dt0: float | None = None,
     controller: str | dfx.AbstractStepSizeController | None = None,
-    max_steps: int = 16_384,
+    max_steps: int | None = None,
     chunk_size: int | None = None,
     memory_budget: int | str | None = None,
     devices: Sequence[jax.Device] | None = None,
@@ -276,7 +277,9 @@ def _setup(model, spec, kw) -> _Setup:
         )
     spec.check(model)
     t0, t1, save, ts, n_saved, save_text = _check_times(kw["t0"], kw["t1"], kw["save"])
-    solver = kw["solver"] if kw["solver"] is not None else ("kvaerno5" if model.stiff else "tsit5")
+    resolved = resolve_solver_settings(type(model), **{k: kw[k] for k in KEYS})
+    kw.update(resolved)
+    solver = resolved["solver"]
     solvers.make_solver(solver)  # unknown names fail here, before anything compiles
     # Defaults spelt out, so that a config (which stores them) and a Python call that leaves
     # them out are the same sweep: same hash, same compiled function.

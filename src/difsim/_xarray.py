@@ -71,7 +71,7 @@ def to_xarray(
     for name, info in solution.var_info:
         values = np.asarray(solution.ys[name])
         var_ndim = values.ndim - nbatch - 1
-        dims = info.dims or tuple(f"{name}_dim{i}" for i in range(var_ndim))
+        dims = info.dims or model.default_dims(name, var_ndim)
         if len(dims) != var_ndim:
             raise ValueError(f"state variable {name!r} has {var_ndim} axes but dims={dims}")
         for dim in dims:
