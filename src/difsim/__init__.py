@@ -35,6 +35,7 @@ from difsim._grid import (
 from difsim._model import Model as Model, param as param
 from difsim._observables import observable as observable
 from difsim._plot import plot as plot
+from difsim._plot_field import animate as animate, plot_snapshots as plot_snapshots
 from difsim._poisson import solve_poisson as solve_poisson
 from difsim._run import run_config as run_config
 from difsim._shooting import MultipleShooting as MultipleShooting

@@ -30,6 +30,7 @@ from difsim._experiment import (
     field_defaults,
 )
 from difsim._fit_config import FIT_SECTION, FIT_SOLVER_DEFAULTS
+from difsim._grid import Grid, grid_from_table
 from difsim._model import Model
 from difsim._schema import (
     BOOL,
@@ -95,7 +96,16 @@ def _parse_model(values: dict[str, Any], parsed: dict[str, Any]) -> ModelSpec:
                 key,
             )
         _check_array_value(value, state0[name], key, "state variable")
-    return ModelSpec(values["name"], cls, dict(params), dict(values["state"]))
+    grid = dict(values["grid"])
+    if grid:
+        base = defaults.get("grid")
+        if not isinstance(base, Grid):
+            raise ConfigError(f"{cls.__name__} has no grid (a field named 'grid')", "model.grid")
+        try:
+            grid_from_table(base, grid)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(str(error), "model.grid") from None
+    return ModelSpec(values["name"], cls, dict(params), dict(values["state"]), grid)
 
 
 def _parse_time(values: dict[str, Any], parsed: dict[str, Any]) -> TimeSpec:
@@ -204,6 +214,13 @@ SECTIONS: dict[str, Section] = {
                 TABLE,
                 "initial values of state variables (numbers; lists for array "
                 "variables); others keep the model's defaults",
+                {},
+            ),
+            "grid": Key(
+                TABLE,
+                "the spatial grid of a PDE model: shape = [128, 128], extent = [2.5, 2.5], "
+                'origin, bc = "periodic" | "dirichlet" | "neumann" or per side '
+                '{ x = "periodic", "y-" = { dirichlet = 1.0 } }; others keep the defaults',
                 {},
             ),
         },

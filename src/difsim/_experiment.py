@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from difsim._grid import grid_from_table
 from difsim._model import Model
 from difsim._schema import ConfigError
 from difsim._toml import dumps as toml_dumps
@@ -21,6 +22,7 @@ class ModelSpec:
     cls: type[Model]
     parameters: Mapping[str, Any]
     state: Mapping[str, Any]
+    grid: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def build(self) -> Model:
         """The model instance (arrays take the current default float dtype, so call this
@@ -32,6 +34,8 @@ class ModelSpec:
             f"state.{k}": _as_value(v, None if state0 is None else state0[k])
             for k, v in self.state.items()
         }
+        if self.grid:
+            params["grid"] = grid_from_table(defaults["grid"], self.grid)
         try:
             return self.cls(**params).replace(**state)
         except (ValueError, TypeError) as e:

@@ -265,3 +265,57 @@ def _per_axis(value: Any, ndim: int, name: str) -> tuple[float, ...]:
     if len(value) != ndim:
         raise ValueError(f"{name} has {len(value)} entries for a {ndim}-D grid")
     return value
+
+
+_GRID_KEYS = ("shape", "extent", "origin", "bc")
+
+
+def grid_from_table(base: Grid, table: Mapping[str, Any]) -> Grid:
+    """A grid from a config table (`shape`, `extent`, `origin`, `bc`), other keys of `base`.
+
+    `bc` is a name (`"periodic"`, `"dirichlet"`, `"neumann"`) for every side, or a table
+    keyed by axis or side whose entries are a name or `{dirichlet = value}` /
+    `{neumann = value}`. A new number of axes needs `extent` (or keeps a uniform one).
+    """
+    unknown = [k for k in table if k not in _GRID_KEYS]
+    if unknown:
+        raise ValueError(f"unknown grid key {unknown[0]!r}; keys are {', '.join(_GRID_KEYS)}")
+    shape = table.get("shape", base.shape)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    same_ndim = len(shape) == base.ndim
+    extent = table.get("extent")
+    if extent is None:
+        if not same_ndim and len(set(base.extent)) > 1:
+            raise ValueError(f"shape {list(shape)} changes the number of axes: give extent")
+        extent = base.extent if same_ndim else base.extent[0]
+    origin = table.get("origin", base.origin if same_ndim else base.origin[0])
+    if "bc" in table:
+        bc = _bc_from_table(table["bc"])
+    elif same_ndim:
+        bc = base.bc
+    else:
+        sides = {low.describe() for low, _ in base.bc} | {high.describe() for _, high in base.bc}
+        if len(sides) > 1:
+            raise ValueError(f"shape {list(shape)} changes the number of axes: give bc")
+        bc = base.bc[0][0]
+    return Grid(shape, extent, bc, origin=origin)
+
+
+def _bc_from_table(bc: Any) -> Any:
+    if isinstance(bc, str):
+        return as_condition(bc, "grid.bc")
+    if not isinstance(bc, Mapping):
+        raise ValueError(f"grid bc must be a name or a table keyed by axis/side, got {bc!r}")
+    out = {}
+    for side, value in bc.items():
+        if isinstance(value, Mapping):
+            if len(value) != 1 or next(iter(value)) not in ("dirichlet", "neumann"):
+                raise ValueError(
+                    f"grid bc {side!r} must be a name or {{dirichlet = value}} / "
+                    f"{{neumann = value}}, got {value!r}"
+                )
+            kind, datum = next(iter(value.items()))
+            out[side] = (Dirichlet if kind == "dirichlet" else Neumann)(float(datum))
+        else:
+            out[side] = as_condition(value, f"grid.bc.{side}")
+    return out

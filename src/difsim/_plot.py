@@ -16,8 +16,9 @@ def plot(dataset: xr.Dataset, path: str | Path | None = None, phase: tuple[str, 
     """Plot every state variable of an unbatched simulation Dataset against time.
 
     Scalar variables get one panel each (sharing the time axis); a variable on a 1-D axis is
-    drawn as a space–time image. `phase=("x", "z")` adds a phase portrait. With `path`, the
-    figure is saved there (PNG at 120 dpi) and closed.
+    drawn as a space–time image. A dataset with fields on a 2-D/3-D grid is drawn as
+    snapshot panels instead (see [`plot_snapshots`][]). `phase=("x", "z")` adds a phase
+    portrait. With `path`, the figure is saved there (PNG at 120 dpi) and closed.
 
     A sweep's Dataset (from [`sweep`][]) is drawn by spec kind instead: lines, heat maps
     or a scatter plot of the kept quantities (see `difsim._plot_sweep.plot_sweep`).
@@ -28,6 +29,10 @@ def plot(dataset: xr.Dataset, path: str | Path | None = None, phase: tuple[str, 
         from difsim._plot_sweep import plot_sweep
 
         return plot_sweep(dataset, path=path)
+    from difsim._plot_field import field_variables, plot_snapshots
+
+    if field_variables(dataset):
+        return plot_snapshots(dataset, path=path)
     names = [n for n, da in dataset.data_vars.items() if "time" in da.dims]
     if not names:
         raise ValueError("the dataset has no variable over 'time' to plot")

@@ -101,6 +101,8 @@ def to_xarray(
     doc = (type(model).__dict__.get("__doc__") or "").strip().splitlines()
     if doc and not doc[0].startswith(f"{type(model).__name__}("):
         attrs["title"] = doc[0]
+    for grid in model.grids():
+        attrs["grid"] = grid.describe()
     if nbatch == 0:
         attrs["status_message"] = Status(int(status)).message
     for pname, value in model.parameters().items():
