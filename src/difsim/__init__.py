@@ -14,6 +14,7 @@ from difsim._advection import (
     conservative_divergence as conservative_divergence,
 )
 from difsim._config import ConfigError as ConfigError, load_config as load_config
+from difsim._domain import domain_sharding as domain_sharding
 from difsim._event import Event as Event
 from difsim._experiment import Experiment as Experiment
 from difsim._fd import (

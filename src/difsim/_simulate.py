@@ -8,13 +8,16 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
+from jax.sharding import NamedSharding
 
 from difsim import solvers
 from difsim._custom_types import RealScalarLike, SaveSpec, Times
+from difsim._domain import constrain
 from difsim._event import Event, to_diffrax_event
 from difsim._model import Model
 from difsim._solution import Solution
 from difsim._solver_defaults import resolve_solver_settings
+from difsim._stability import check_explicit_step
 from difsim._state import is_finite_concrete
 from difsim._status import Status, status_from_result
 from difsim._vector_field import Layout, VectorField, check_rhs
@@ -39,6 +42,7 @@ def simulate(
     event: Event | Callable | None = None,
     throw: bool = True,
     progress: bool = False,
+    sharding: NamedSharding | None = None,
 ) -> Solution:
     """Integrate `model` in time and return its trajectory.
 
@@ -72,6 +76,9 @@ def simulate(
     - `throw`: if `True` (default) a failed solve raises an error with a hint; if `False` the
       failure is reported in `Solution.status` and the failed values are NaN (what sweeps use).
     - `progress`: show a progress bar (tqdm) while solving.
+    - `sharding`: split the fields of a PDE model across devices, e.g.
+      `ds.domain_sharding(model.grid)` (a `NamedSharding` for one field; state arrays with
+      more axes are split along their trailing ones). Results equal the unsharded solve.
 
     **Returns:** a [`Solution`][]; `jit`, `vmap` and `grad` pass through.
     """
@@ -116,6 +123,10 @@ def simulate(
     parts = ("rhs_nonstiff", "rhs_stiff") if imex else ("rhs",)
     for part in parts:
         check_rhs(model, layout, part)
+    if fixed_step and not imex:
+        check_explicit_step(
+            solver_obj, VectorField(layout, "rhs"), model, t0, layout.pack(state0.values), dt0, name
+        )
     terms = tuple(dfx.ODETerm(VectorField(layout, part)) for part in parts)
     terms = dfx.MultiTerm(*terms) if imex else terms[0]
     dfx_event = None if event is None else to_diffrax_event(event, layout, rtol, atol)
@@ -125,6 +136,11 @@ def simulate(
         raise ValueError(
             "adjoint='backsolve' cannot differentiate through a terminating event; use "
             "adjoint='checkpoint' (or 'forward')"
+        )
+    if sharding is not None and not isinstance(sharding, NamedSharding):
+        raise TypeError(
+            f"sharding must be a jax.sharding.NamedSharding (see ds.domain_sharding), got "
+            f"{type(sharding).__name__}"
         )
     # Times take the state's (real) dtype: diffrax would otherwise promote a float32 state
     # to the float64 of Python-float times under x64, ignoring the precision the user chose.
@@ -145,6 +161,7 @@ def simulate(
         final_only=final_only,
         max_steps=max_steps,
         throw=throw,
+        sharding=sharding,
     )
 
 
@@ -173,6 +190,7 @@ def _solve(
     final_only,
     max_steps,
     throw,
+    sharding,
 ):
     save = dict(t1=True) if final_only else dict(ts=ts)
     # With an event, a second save of the end point gives `t_end`/`y_end`. Without one, a
@@ -181,7 +199,8 @@ def _solve(
         saveat = dfx.SaveAt(**save)
     else:
         saveat = dfx.SaveAt(subs=[dfx.SubSaveAt(**save), dfx.SubSaveAt(t1=True)])
-    y0 = layout.pack(model.initial_state().values)
+    field_ndim = 0 if sharding is None else len(sharding.spec)
+    y0 = constrain(layout.pack(model.initial_state().values), sharding, field_ndim)
     sol = dfx.diffeqsolve(
         terms,
         solver,
@@ -236,9 +255,17 @@ def _solve(
         messages = [f"simulate({name}) failed [{s.name}]: {s.message}" for s in Status]
         # Guard every output: under an outer jit, a check attached to `ts` alone is dead
         # code (and silently dropped) whenever the caller only reads `ys`.
-        out_ts, ys, status, t_end, y_end = eqx.branched_error_if(
-            (out_ts, ys, status, t_end, y_end), failed, status, messages
-        )
+        if sharding is None:
+            out_ts, ys, status, t_end, y_end = eqx.branched_error_if(
+                (out_ts, ys, status, t_end, y_end), failed, status, messages
+            )
+        else:
+            # The check's host callback would gather sharded fields onto one device: guard
+            # the small outputs only (read `status` or `ts` to be sure it runs under jit).
+            out_ts, status, t_end = eqx.branched_error_if(
+                (out_ts, status, t_end), failed, status, messages
+            )
+    ys = constrain(ys, sharding, field_ndim)
     return Solution(
         ts=out_ts,
         ys=ys,
