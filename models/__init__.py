@@ -4,15 +4,23 @@
 See `docs/zoo.md` for the equations, parameters and sources.
 """
 
+from difsim.models._advection import LinearAdvection as LinearAdvection
+from difsim.models._burgers import Burgers as Burgers
 from difsim.models._decay import ExponentialDecay as ExponentialDecay
 from difsim.models._epidemic import SEIR as SEIR, SIR as SIR
+from difsim.models._fitzhugh_nagumo import FitzHughNagumo as FitzHughNagumo
+from difsim.models._gray_scott import GrayScott as GrayScott
+from difsim.models._heat import Heat as Heat
 from difsim.models._kepler import Kepler as Kepler
+from difsim.models._kuramoto_sivashinsky import KuramotoSivashinsky as KuramotoSivashinsky
 from difsim.models._lorenz import Lorenz as Lorenz
 from difsim.models._lotka_volterra import LotkaVolterra as LotkaVolterra
+from difsim.models._navier_stokes import NavierStokes2D as NavierStokes2D
 from difsim.models._oscillator import HarmonicOscillator as HarmonicOscillator
 from difsim.models._pendulum import DampedDrivenPendulum as DampedDrivenPendulum
 from difsim.models._robertson import Robertson as Robertson
 from difsim.models._van_der_pol import VanDerPol as VanDerPol
+from difsim.models._wave import Wave as Wave
 
 MODELS: dict[str, type] = {
     "exponential_decay": ExponentialDecay,
@@ -25,4 +33,12 @@ MODELS: dict[str, type] = {
     "seir": SEIR,
     "robertson": Robertson,
     "kepler": Kepler,
+    "heat": Heat,
+    "advection": LinearAdvection,
+    "burgers": Burgers,
+    "wave": Wave,
+    "kuramoto_sivashinsky": KuramotoSivashinsky,
+    "gray_scott": GrayScott,
+    "fitzhugh_nagumo": FitzHughNagumo,
+    "navier_stokes": NavierStokes2D,
 }

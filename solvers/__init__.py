@@ -1,11 +1,22 @@
 """Named time steppers, step-size controllers and adjoints for difsim.
 
-This package is the lowest layer of difsim: it depends on diffrax alone, never on the
-difsim core, so the core (and configs) can look solvers up by name without import cycles.
-Every name a config may use is listed in [`SOLVERS`][], [`CONTROLLERS`][] and
-[`ADJOINTS`][]; nothing is re-implemented — each entry builds a diffrax object.
+This package is the lowest layer of difsim: it depends on diffrax, lineax and optimistix
+only, never on the difsim core, so the core (and configs) can look solvers up by name
+without import cycles. Every name a config may use is listed in [`SOLVERS`][],
+[`CONTROLLERS`][] and [`ADJOINTS`][]; each entry builds a diffrax object. The PDE steppers
+([`ETDRK4`][], [`CrankNicolson`][], [`BackwardEuler`][]) are diffrax solvers for a
+`MultiTerm(non-stiff, linear stiff)`; [`newton_krylov`][] makes an implicit solver
+matrix-free.
 """
 
+from difsim.solvers._etdrk4 import ETDRK4 as ETDRK4
+from difsim.solvers._linear_implicit import (
+    AbstractLinearImplicit as AbstractLinearImplicit,
+    BackwardEuler as BackwardEuler,
+    CrankNicolson as CrankNicolson,
+    ScaledKrylov as ScaledKrylov,
+)
+from difsim.solvers._newton_krylov import newton_krylov as newton_krylov
 from difsim.solvers._registry import (
     ADJOINT_DESCRIPTIONS as ADJOINT_DESCRIPTIONS,
     ADJOINTS as ADJOINTS,

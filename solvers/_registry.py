@@ -6,6 +6,9 @@ from collections.abc import Callable
 import diffrax as dfx
 import optimistix as optx
 
+from difsim.solvers._etdrk4 import ETDRK4
+from difsim.solvers._linear_implicit import BackwardEuler, CrankNicolson
+
 
 @dataclasses.dataclass(frozen=True)
 class SolverInfo:
@@ -52,6 +55,11 @@ SOLVERS: dict[str, SolverInfo] = dict(
         _info("kencarp3", dfx.KenCarp3, 3, True, True, True, "IMEX ARK 3(2)"),
         _info("kencarp4", dfx.KenCarp4, 4, True, True, True, "IMEX ARK 4(3)"),
         _info("kencarp5", dfx.KenCarp5, 5, True, True, True, "IMEX ARK 5(4)"),
+        # Fixed-step PDE steppers for a linear stiff part: no Newton iterations (so not
+        # "implicit" in the table's sense), but stable for stiff linear operators.
+        _info("etdrk4", ETDRK4, 4, False, False, True, "exponential RK4, periodic linear stiff"),
+        _info("crank_nicolson", CrankNicolson, 2, False, False, True, "CN + Heun, linear solve"),
+        _info("imex_euler", BackwardEuler, 1, False, False, True, "IMEX (backward) Euler"),
     ]
 )
 

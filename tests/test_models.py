@@ -137,7 +137,9 @@ def test_models_table_lists_every_exported_model():
         if inspect.isclass(obj) and issubclass(obj, ds.Model) and obj is not ds.Model
     }
     assert set(MODELS.values()) == exported
-    assert set(MODELS) == set(REFERENCES)
+    # Every ODE model has a scipy reference here; PDE models (a `grid`) are checked against
+    # exact solutions in tests/test_pde_*.py.
+    assert {n for n, c in MODELS.items() if not c().grids()} == set(REFERENCES)
     assert len(set(MODELS.values())) == len(MODELS)  # no class under two names
 
 
@@ -164,7 +166,7 @@ def test_zoo_page_lists_every_model():
 
 
 # ------------------------------------------------------------------------ scipy references
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_model_with_defaults_matches_scipy(name):
     # Default parameters, initial state and solver (tsit5, or kvaerno5 for stiff models).
     model = MODELS[name]()

@@ -3,8 +3,12 @@
 All non-periodic axes are cell-centred: the boundary lies half a cell outside the first and
 last points. An operator that needs `w` neighbours pads the field along one axis with `w`
 ghost cells; the ghost values are those of the polynomial that matches the boundary
-condition at the face and the field at the nearest interior points (linear for `w = 1`,
-cubic otherwise), so every operator sees the same boundary.
+condition at the face and the field at the nearest interior points, so every operator sees
+the same boundary. The degree follows the stencil: linear for `w = 1` (second-order
+stencils), quartic for `w >= 2`. Quartic rather than cubic because a fourth-order
+Laplacian with cubic Neumann ghosts is only third-order accurate globally (ghost error
+O(h⁴), boundary rows O(h²)); with quartic ghosts the rows next to a face are O(h³) and the
+discrete Poisson/heat solutions keep fourth order for Dirichlet and Neumann alike.
 """
 
 import abc
@@ -65,6 +69,17 @@ class Neumann(_ValueCondition):
     """
 
 
+class Extrapolate(BoundaryCondition):
+    """No condition: ghost cells continue the polynomial through the nearest interior points.
+
+    Not a physical boundary condition (so not exported): operators use it for coefficient
+    fields, e.g. a velocity field whose ghost cells an upwind flux needs.
+    """
+
+    def describe(self) -> str:
+        return "extrapolated"
+
+
 def _short(value: Any) -> str:
     try:
         return f"{float(value):g}"
@@ -100,19 +115,25 @@ def ghost_weights(kind: str, width: int, side: str) -> np.ndarray:
     the interior values counted from the boundary; ghosts are ordered from the boundary
     outwards. Positions are in units of the spacing with the face at -1/2.
     """
-    m = 1 if width == 1 else 3  # linear for 2nd-order stencils, cubic for wider ones
-    degree = m  # m interior values + one boundary condition fix a degree-m polynomial
+    if kind not in ("dirichlet", "neumann", "extrapolate"):
+        raise ValueError(f"unknown ghost-cell kind {kind!r}")
+    m = _interior_points(width)
+    # m interior values plus the boundary condition fix a degree-m polynomial; without a
+    # condition ("extrapolate") the m values fix degree m - 1 and `b` gets weight zero.
+    degree = m - 1 if kind == "extrapolate" else m
     powers = np.arange(degree + 1)
     rows = []
     if kind == "dirichlet":
         rows.append((-0.5) ** powers)
-    else:  # outward derivative at the low face is -p'(-1/2)
+    elif kind == "neumann":  # outward derivative at the low face is -p'(-1/2)
         rows.append(-np.where(powers > 0, powers * (-0.5) ** np.maximum(powers - 1, 0), 0.0))
     for j in range(m):
         rows.append(float(j) ** powers)
     system = np.array(rows)
     ghosts = np.array([(-1.0 - g) ** powers for g in range(width)])
     weights = ghosts @ np.linalg.inv(system)
+    if kind == "extrapolate":
+        weights = np.concatenate([np.zeros((width, 1)), weights], axis=1)
     del side  # the high side is the mirror image: same weights on the reversed field
     return weights
 
@@ -132,7 +153,7 @@ def pad_axis(
             [_take(u, axis, -width, None), u, _take(u, axis, 0, width)], axis=axis
         )
     n = u.shape[axis]
-    m = 1 if width == 1 else 3
+    m = _interior_points(width)
     if n < m:
         raise ValueError(
             f"a grid axis with {n} points is too short for a {width}-cell boundary stencil "
@@ -143,6 +164,11 @@ def pad_axis(
     return jnp.concatenate([lo, u, hi], axis=axis)
 
 
+def _interior_points(width: int) -> int:
+    # Linear ghosts for 3-point stencils, quartic for wider ones (see the module docstring).
+    return 1 if width == 1 else 4
+
+
 def _take(u, axis, start, stop):
     index = [slice(None)] * u.ndim
     index[axis] = slice(start, stop)
@@ -150,8 +176,9 @@ def _take(u, axis, start, stop):
 
 
 def _ghosts(u, axis, width, bc, spacing, t, reverse):
-    kind = "dirichlet" if isinstance(bc, Dirichlet) else "neumann"
-    if not isinstance(bc, (Dirichlet, Neumann)):
+    kinds = {Dirichlet: "dirichlet", Neumann: "neumann", Extrapolate: "extrapolate"}
+    kind = next((name for cls, name in kinds.items() if isinstance(bc, cls)), None)
+    if kind is None:
         raise TypeError(f"unsupported boundary condition {bc!r}")
     weights = ghost_weights(kind, width, "low")
     m = weights.shape[1] - 1
@@ -159,10 +186,17 @@ def _ghosts(u, axis, width, bc, spacing, t, reverse):
     interior = jnp.moveaxis(interior, axis, 0)
     if reverse:
         interior = interior[::-1]
-    datum = jnp.asarray(bc.at(t), u.dtype)
+    datum = jnp.asarray(0.0 if kind == "extrapolate" else bc.at(t), u.dtype)
     if kind == "neumann":
         datum = datum * spacing
-    datum = jnp.broadcast_to(datum, interior.shape[1:])
+    try:
+        datum = jnp.broadcast_to(datum, interior.shape[1:])
+    except ValueError:
+        raise ValueError(
+            f"boundary value of {bc.describe()} has shape {datum.shape}, which does not "
+            f"broadcast to the boundary face of shape {interior.shape[1:]} (the field's "
+            "shape without the padded axis)"
+        ) from None
     stacked = jnp.concatenate([datum[None], interior], axis=0)
     ghost = jnp.tensordot(jnp.asarray(weights, u.dtype), stacked, axes=1)
     if not reverse:

@@ -233,6 +233,8 @@ class Experiment:
             model["parameters"] = dict(self.model.parameters)
         if self.model.state:
             model["state"] = dict(self.model.state)
+        if self.model.grid:
+            model["grid"] = dict(self.model.grid)
         out: dict[str, Any] = {"model": model}
         if self.time is not None:
             save = self.time.save

@@ -1,7 +1,7 @@
 """`simulate`: solve a model's ODE with diffrax and return a labelled `Solution`."""
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import diffrax as dfx
 import equinox as eqx
@@ -14,6 +14,7 @@ from difsim import solvers
 from difsim._custom_types import RealScalarLike, SaveSpec, Times
 from difsim._domain import constrain
 from difsim._event import Event, to_diffrax_event
+from difsim._fixed_step import plan_scan, scan_solve
 from difsim._model import Model
 from difsim._solution import Solution
 from difsim._solver_defaults import resolve_solver_settings
@@ -162,6 +163,18 @@ def simulate(
         max_steps=max_steps,
         throw=throw,
         sharding=sharding,
+        scan_plan=plan_scan(
+            ts,
+            t0,
+            t1,
+            dt0,
+            final_only=final_only,
+            fixed_step=isinstance(controller_obj, dfx.ConstantStepSize),
+            event=dfx_event,
+            adjoint=adjoint_obj,
+            progress=progress,
+            max_steps=max_steps,
+        ),  # fmt: skip
     )
 
 
@@ -191,6 +204,7 @@ def _solve(
     max_steps,
     throw,
     sharding,
+    scan_plan,
 ):
     save = dict(t1=True) if final_only else dict(ts=ts)
     # With an event, a second save of the end point gives `t_end`/`y_end`. Without one, a
@@ -201,22 +215,22 @@ def _solve(
         saveat = dfx.SaveAt(subs=[dfx.SubSaveAt(**save), dfx.SubSaveAt(t1=True)])
     field_ndim = 0 if sharding is None else len(sharding.spec)
     y0 = constrain(layout.pack(model.initial_state().values), sharding, field_ndim)
-    sol = dfx.diffeqsolve(
-        terms,
-        solver,
-        t0,
-        t1,
-        dt0,
-        y0,
-        args=model,
-        saveat=saveat,
-        stepsize_controller=controller,
-        adjoint=adjoint,
-        event=event,
-        max_steps=max_steps,
-        throw=False,
-        progress_meter=meter,
-    )
+    if scan_plan is not None:
+        reached_saves, saved_ys, result, steps = scan_solve(
+            terms, solver, t0, dt0, y0, model, scan_plan
+        )
+        save_ts = jnp.broadcast_to(t1, (1,)) if final_only else ts
+        sol = _ScanSolution(
+            ts=jnp.where(reached_saves, save_ts, jnp.inf),
+            ys=saved_ys,
+            result=result,
+            stats=dict(num_steps=steps, num_accepted_steps=steps, num_rejected_steps=steps * 0),
+        )
+    else:
+        sol = _diffrax_solve(
+            terms, solver, t0, t1, dt0, y0, model, saveat, controller, adjoint, event, max_steps,
+            meter,
+        )  # fmt: skip
     status = status_from_result(sol.result)
     if event is None:
         saved_ts, saved_ys = sol.ts, sol.ys
@@ -278,6 +292,34 @@ def _solve(
         model=model,
         var_info=layout.info,
         solver=type(solver).__name__,
+    )
+
+
+class _ScanSolution(NamedTuple):
+    ts: Any
+    ys: Any
+    result: Any
+    stats: dict
+
+
+def _diffrax_solve(
+    terms, solver, t0, t1, dt0, y0, model, saveat, controller, adjoint, event, max_steps, meter
+):
+    return dfx.diffeqsolve(
+        terms,
+        solver,
+        t0,
+        t1,
+        dt0,
+        y0,
+        args=model,
+        saveat=saveat,
+        stepsize_controller=controller,
+        adjoint=adjoint,
+        event=event,
+        max_steps=max_steps,
+        throw=False,
+        progress_meter=meter,
     )
 
 

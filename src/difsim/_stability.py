@@ -61,12 +61,10 @@ def check_explicit_step(solver, vector_field, model, t0, y0, dt0, name: str) -> 
     beta = STABILITY_INTERVAL.get(type(solver))
     if beta is None or dt0 is None:
         return
-    try:
-        h = float(np.asarray(dt0))
-        float(np.asarray(t0))
-        jax.tree.map(np.asarray, y0)
-    except Exception:  # traced: the check cannot run
-        return
+    leaves = jax.tree.leaves((dt0, t0, y0, model))
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+        return  # traced (jit/vmap/grad): nothing concrete to check before the solve
+    h = float(np.asarray(dt0))
     rho = float(_spectral_radius(vector_field, t0, y0, model))
     if not np.isfinite(rho) or h * rho <= _MARGIN * beta:
         return

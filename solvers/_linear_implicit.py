@@ -1,0 +1,294 @@
+r"""Linear-implicit IMEX steppers: an explicit non-stiff part and a linear (affine) stiff part.
+
+The stiff part may be affine, $L(t, y) = A(t)\,y + b(t)$ — boundary values make $L(t, 0) =
+b(t) \neq 0$ — so each step solves one linear system $(I - \theta h A)\,y = r$ with lineax,
+where $A$ is the Jacobian of the stiff vector field (`jax.linearize` at zero: exact for an
+affine term, and transposable, so reverse-mode gradients flow through the solve).
+"""
+
+import abc
+from collections.abc import Callable
+from typing import ClassVar
+
+import diffrax as dfx
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+from diffrax import AbstractTerm, LocalLinearInterpolation, MultiTerm
+from equinox import AbstractClassVar, AbstractVar
+from jax import lax
+from jax.flatten_util import ravel_pytree
+from jaxtyping import PyTree
+
+LINEAR_SOLVERS = ("gmres", "bicgstab", "cg", "tridiagonal")
+
+LinearSolverSpec = str | lx.AbstractLinearSolver
+
+
+def _tree_axpy(a, x, y):
+    """`a * x + y` on pytrees."""
+    return jax.tree.map(lambda xi, yi: a * xi + yi, x, y)
+
+
+class AbstractLinearImplicit(dfx.AbstractSolver):
+    r"""IMEX one-step methods for `MultiTerm(non-stiff term, affine stiff term)` whose implicit
+    part needs one linear solve per step (no Newton iteration).
+
+    Subclasses declare the linear solver fields and `theta`, the weight of the implicit
+    stage ($\theta = 1$: backward Euler, $\frac12$: trapezoidal).
+    """
+
+    linear_solver: AbstractVar[LinearSolverSpec]
+    rtol: AbstractVar[float | None]
+    atol: AbstractVar[float | None]
+    theta: AbstractClassVar[float]
+
+    term_structure: ClassVar = MultiTerm[tuple[AbstractTerm, AbstractTerm]]
+    interpolation_cls: ClassVar[Callable[..., LocalLinearInterpolation]] = LocalLinearInterpolation
+
+    def __check_init__(self):
+        spec = self.linear_solver
+        if isinstance(spec, str):
+            if spec not in LINEAR_SOLVERS:
+                choices = ", ".join(repr(s) for s in LINEAR_SOLVERS)
+                raise ValueError(
+                    f"{type(self).__name__} linear_solver must be one of {choices} or a "
+                    f"lineax solver, got {spec!r}"
+                )
+        elif not isinstance(spec, lx.AbstractLinearSolver):
+            raise TypeError(
+                f"{type(self).__name__} linear_solver must be a name or a lineax solver, got "
+                f"{type(spec).__name__}"
+            )
+
+    @abc.abstractmethod
+    def _combine(self, explicit, t1, h, stage, f0, args):
+        """The new state from the implicit stage `stage` (and `f0`, the non-stiff term)."""
+
+    def init(self, terms, t0, t1, y0, args):
+        # Checked once per solve: the stiff term must be affine (and, for the tridiagonal
+        # solver, a tridiagonal operator on the flattened state). No gradient needed.
+        _, stiff = _no_gradient(terms.terms)
+        y0, args = _no_gradient((y0, args))
+        b, jvp = jax.linearize(lambda y: stiff.vf(t0, y, args), _zeros(y0))
+        flat, unravel = ravel_pytree(y0)
+        v = unravel(jax.random.normal(jax.random.key(0), flat.shape, flat.dtype))
+        error = _max_abs(
+            jax.tree.map(jnp.subtract, stiff.vf(t0, v, args), _tree_axpy(1, jvp(v), b))
+        )
+        tol = _sqrt_eps(flat) * (_max_abs(b) + _max_abs(jvp(v)))
+        ok = error <= tol
+        message = (
+            f"{type(self).__name__}: the stiff term is not affine in the state; the stiff "
+            "part must be linear (plus boundary/forcing terms independent of the state): "
+            "move the nonlinear part to the non-stiff term"
+        )
+        if _is_tridiagonal(self.linear_solver):
+            diagonals = _probe_tridiagonal(jvp, unravel, flat)
+            band = lx.TridiagonalLinearOperator(*diagonals).mv(ravel_pytree(v)[0])
+            error = _max_abs(ravel_pytree(jvp(v))[0] - band)
+            scale = sum(_max_abs(d) for d in diagonals) * _max_abs(v)
+            ok = ok & (error <= _sqrt_eps(flat) * scale)
+            message += (
+                "; or it is not tridiagonal: linear_solver='tridiagonal' needs a 1-D operator "
+                "with non-periodic boundaries (variables not coupled in the stiff part)"
+            )
+        return eqx.error_if(jnp.zeros((), flat.dtype), ~ok, message)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        del made_jump
+        explicit, stiff = terms.terms
+        # Steps in the state's precision (times may be float64 for a float32 state).
+        h = jnp.asarray(t1 - t0, _dtype(y0))
+        theta_h = self.theta * h
+        f0 = explicit.vf(t0, y0, args)
+        # Right-hand side of (I - θhA) y = y0 + (1-θ)h L(t0, y0) + h F(t0, y0) + θh b(t1).
+        rhs = _tree_axpy(h, f0, y0)
+        if self.theta != 1:
+            rhs = _tree_axpy((1 - self.theta) * h, stiff.vf(t0, y0, args), rhs)
+        b1, jvp = jax.linearize(lambda y: stiff.vf(t1, y, args), _zeros(y0))
+        rhs = _tree_axpy(theta_h, b1, rhs)
+        stage, result = self._solve(jvp, theta_h, rhs, y0)
+        y1 = self._combine(explicit, t1, h, stage, f0, args)
+        y1 = jax.tree.map(lambda new, old: new.astype(old.dtype), y1, y0)
+        return y1, None, dict(y0=y0, y1=y1), solver_state, result
+
+    def func(self, terms, t0, y0, args):
+        explicit, stiff = terms.vf(t0, y0, args)
+        return jax.tree.map(jnp.add, explicit, stiff)
+
+    def _solve(self, jvp, theta_h, rhs, guess):
+        """Solve `(I - θh A) y = rhs`, `A = jvp`; returns `(y, diffrax result)`."""
+        spec = self.linear_solver
+        flat, unravel = ravel_pytree(rhs)
+        if _is_tridiagonal(spec):
+            diagonal, lower, upper = _probe_tridiagonal(jvp, unravel, flat)
+            operator = lx.TridiagonalLinearOperator(
+                1 - theta_h * diagonal, -theta_h * lower, -theta_h * upper
+            )
+            sol = lx.linear_solve(operator, flat, lx.Tridiagonal(), throw=False)
+            return unravel(sol.value), dfx.RESULTS.promote(sol.result)
+        solver = self._lineax_solver(flat.dtype)
+        inner = solver.solver if isinstance(solver, ScaledKrylov) else solver
+        symmetric = isinstance(inner, lx.CG)
+        tags = (lx.symmetric_tag, lx.positive_semidefinite_tag) if symmetric else ()
+        operator = lx.FunctionLinearOperator(
+            lambda v: _tree_axpy(-theta_h, jvp(v), v),
+            jax.eval_shape(lambda: rhs),
+            tags=tags,
+        )
+        options = {}
+        if isinstance(inner, lx.GMRES | lx.BiCGStab | lx.CG):
+            options["y0"] = lax.stop_gradient(guess)  # the old state: a good first guess
+        sol = lx.linear_solve(operator, rhs, solver, options=options, throw=False)
+        return sol.value, dfx.RESULTS.promote(sol.result)
+
+    def _lineax_solver(self, dtype) -> lx.AbstractLinearSolver:
+        spec = self.linear_solver
+        if not isinstance(spec, str):
+            return spec
+        # Default rtol eps^(2/3) (about 4e-11 in float64, 2e-5 in float32): well below the
+        # time-stepping error, yet reachable by a Krylov method in that precision.
+        rtol = float(jnp.finfo(dtype).eps) ** (2 / 3) if self.rtol is None else self.rtol
+        cls = dict(gmres=lx.GMRES, bicgstab=lx.BiCGStab, cg=lx.CG)[spec]
+        if self.atol is None:
+            return ScaledKrylov(cls(rtol=rtol, atol=0.0))
+        return cls(rtol=rtol, atol=self.atol)
+
+
+class ScaledKrylov(lx.AbstractLinearSolver):
+    r"""A lineax Krylov solver (`lx.GMRES`, `lx.BiCGStab`, `lx.CG`) whose absolute tolerance
+    is set at each solve to `rtol * max|b|` for the right-hand side `b`.
+
+    lineax stops when $|r_i| \le \mathrm{atol} + \mathrm{rtol}\,|b_i|$ for every entry, so a
+    fixed `atol` is meaningless for states of size 1e-9 or 1e9, and `atol = 0` never
+    converges where $b_i = 0$; this makes the test relative to the size of `b`.
+    """
+
+    solver: lx.AbstractLinearSolver
+
+    def init(self, operator, options):
+        return self.solver.init(operator, options)
+
+    def compute(self, state, vector, options):
+        atol = self.solver.rtol * _max_abs(vector) + jnp.finfo(_dtype(vector)).tiny
+        solver = eqx.tree_at(lambda s: s.atol, self.solver, atol)
+        return solver.compute(state, vector, options)
+
+    def transpose(self, state, options):
+        return self.solver.transpose(state, options)
+
+    def conj(self, state, options):
+        return self.solver.conj(state, options)
+
+    def assume_full_rank(self):
+        return self.solver.assume_full_rank()
+
+
+class BackwardEuler(AbstractLinearImplicit):
+    r"""IMEX Euler (1st order): forward Euler for the non-stiff term $F$, backward Euler for
+    the affine stiff term $L(t, y) = A(t) y + b(t)$:
+
+    $$(I - h A(t_1))\, y_1 = y_0 + h F(t_0, y_0) + h\, b(t_1).$$
+
+    L-stable in the stiff part; one linear solve per step. `terms` is
+    `MultiTerm(ODETerm(F), ODETerm(L))`; the state may be any pytree of arrays
+    (`linear_solver="tridiagonal"`: its flattening must give a tridiagonal operator).
+
+    **Arguments:**
+
+    - `linear_solver`: `"gmres"` (default; matrix-free, any operator), `"bicgstab"`,
+        `"cg"` (only when $A$ is symmetric negative semi-definite, e.g. a finite-difference
+        Laplacian with Dirichlet/Neumann boundaries: then $I - h A$ is symmetric positive
+        definite and CG is the cheapest), `"tridiagonal"` (1-D operators: the three
+        diagonals are probed with three stencil-coloured vectors, then a direct solve), or
+        any lineax solver (`lx.CG` gets the symmetric/positive tags).
+    - `rtol`, `atol`: tolerances of the Krylov solvers, per entry of the residual:
+        $|r_i| \le$ `atol` $+$ `rtol` $|b_i|$ (default `rtol = eps**(2/3)` of the state's
+        dtype; `atol = None`: `rtol * max|b|`, see [`ScaledKrylov`][]). Ignored for
+        `"tridiagonal"` and lineax instances.
+    """
+
+    linear_solver: LinearSolverSpec = eqx.field(default="gmres", static=True)
+    rtol: float | None = eqx.field(default=None, static=True)
+    atol: float | None = eqx.field(default=None, static=True)
+    theta: ClassVar[float] = 1.0
+
+    def order(self, terms):
+        return 1
+
+    def _combine(self, explicit, t1, h, stage, f0, args):
+        return stage
+
+
+class CrankNicolson(AbstractLinearImplicit):
+    r"""Crank–Nicolson for the affine stiff term with Heun for the non-stiff term (2nd order).
+
+    The IMEX Runge–Kutta pair with the trapezoidal rule as implicit and Heun's method as
+    explicit tableau (both $c = (0, 1)$, $b = (\tfrac12, \tfrac12)$), stiffly accurate in
+    the implicit part, so one linear solve per step:
+
+    $$(I - \tfrac{h}{2} A_1)\, Y = y_0 + \tfrac{h}{2} L(t_0, y_0) + h F(t_0, y_0)
+      + \tfrac{h}{2} b_1, \qquad y_1 = Y + \tfrac{h}{2}\big(F(t_1, Y) - F(t_0, y_0)\big),$$
+
+    with $L(t, y) = A(t) y + b(t)$, $A_1 = A(t_1)$, $b_1 = b(t_1)$. With $F = 0$ this is the
+    Crank–Nicolson method exactly (A-stable, not L-stable: very stiff modes decay with
+    alternating sign). A multistep CNAB2 would need one solve too, but a start-up step and
+    a history in the solver state that breaks at every step-size change; this is self-starting.
+    Two evaluations of $F$ and two of $L$ (plus one linearisation) per step.
+
+    **Arguments:** as [`BackwardEuler`][].
+    """
+
+    linear_solver: LinearSolverSpec = eqx.field(default="gmres", static=True)
+    rtol: float | None = eqx.field(default=None, static=True)
+    atol: float | None = eqx.field(default=None, static=True)
+    theta: ClassVar[float] = 0.5
+
+    def order(self, terms):
+        return 2
+
+    def _combine(self, explicit, t1, h, stage, f0, args):
+        correction = jax.tree.map(jnp.subtract, explicit.vf(t1, stage, args), f0)
+        return _tree_axpy(0.5 * h, correction, stage)
+
+
+def _no_gradient(tree: PyTree) -> PyTree:
+    return jax.tree.map(lambda x: lax.stop_gradient(x) if eqx.is_array(x) else x, tree)
+
+
+def _is_tridiagonal(spec) -> bool:
+    return isinstance(spec, str) and spec == "tridiagonal"
+
+
+def _dtype(tree: PyTree):
+    return jnp.result_type(*jax.tree.leaves(tree))
+
+
+def _zeros(tree: PyTree) -> PyTree:
+    return jax.tree.map(jnp.zeros_like, tree)
+
+
+def _max_abs(tree: PyTree):
+    leaves = [jnp.max(jnp.abs(x)) for x in jax.tree.leaves(tree) if jnp.size(x)]
+    return jnp.max(jnp.stack(leaves)) if leaves else jnp.zeros(())
+
+
+def _sqrt_eps(x):
+    return jnp.sqrt(jnp.finfo(x.dtype).eps)
+
+
+def _probe_tridiagonal(jvp, unravel, flat):
+    """`(diagonal, lower, upper)` of the linear map `jvp` (on the flattened state), from its
+    response to three vectors that colour every third entry: columns of one colour do not
+    share a row of a tridiagonal matrix, so each response holds one diagonal entry per row.
+    """
+    (n,) = flat.shape
+    index = jnp.arange(n)
+    colours = (index[None, :] % 3 == jnp.arange(3)[:, None]).astype(flat.dtype)  # (3, n)
+    responses = jax.vmap(lambda p: ravel_pytree(jvp(unravel(p)))[0])(colours)
+    diagonal = responses[index % 3, index]
+    lower = responses[index[:-1] % 3, index[:-1] + 1]  # A[i+1, i]
+    upper = responses[(index[:-1] + 1) % 3, index[:-1]]  # A[i, i+1]
+    return diagonal, lower, upper
