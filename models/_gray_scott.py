@@ -95,3 +95,14 @@ class GrayScott(ds.Model):
         return dict(
             u=self.Du * ds.laplacian(s.u, self.grid), v=self.Dv * ds.laplacian(s.v, self.grid)
         )
+
+    # Pattern statistics for sweeps over (F, k) (experiments/gray_scott_atlas.toml).
+    @ds.observable(units="1", description="spatial standard deviation of v at the end")
+    def v_contrast(self, ts, ys):
+        """Zero for a uniform state (no pattern, or the trivial u = 1, v = 0 state)."""
+        return jnp.std(ys["v"][-1])
+
+    @ds.observable(units="1", description="fraction of the domain with v > 0.1 at the end")
+    def v_coverage(self, ts, ys):
+        """How far the pattern has spread from the initial square (0 to 1)."""
+        return jnp.mean((ys["v"][-1] > 0.1).astype(ys["v"].dtype))

@@ -159,11 +159,13 @@ class AbstractLinearImplicit(dfx.AbstractSolver):
 
 class ScaledKrylov(lx.AbstractLinearSolver):
     r"""A lineax Krylov solver (`lx.GMRES`, `lx.BiCGStab`, `lx.CG`) whose absolute tolerance
-    is set at each solve to `rtol * max|b|` for the right-hand side `b`.
+    is set at each solve from the right-hand side $b$: `max(rtol * max|b|, eps)`.
 
     lineax stops when $|r_i| \le \mathrm{atol} + \mathrm{rtol}\,|b_i|$ for every entry, so a
     fixed `atol` is meaningless for states of size 1e-9 or 1e9, and `atol = 0` never
-    converges where $b_i = 0$; this makes the test relative to the size of `b`.
+    converges where $b_i = 0$. The floor `eps` (of the dtype) is there because lineax's GMRES
+    reports a breakdown once the residual's 2-norm falls below `eps` unless converged, which
+    happens in Newton iterations whose residual tends to zero.
     """
 
     solver: lx.AbstractLinearSolver
@@ -172,7 +174,8 @@ class ScaledKrylov(lx.AbstractLinearSolver):
         return self.solver.init(operator, options)
 
     def compute(self, state, vector, options):
-        atol = self.solver.rtol * _max_abs(vector) + jnp.finfo(_dtype(vector)).tiny
+        eps = jnp.finfo(_dtype(vector)).eps
+        atol = jnp.maximum(self.solver.rtol * _max_abs(vector), eps)
         solver = eqx.tree_at(lambda s: s.atol, self.solver, atol)
         return solver.compute(state, vector, options)
 
@@ -206,7 +209,7 @@ class BackwardEuler(AbstractLinearImplicit):
         any lineax solver (`lx.CG` gets the symmetric/positive tags).
     - `rtol`, `atol`: tolerances of the Krylov solvers, per entry of the residual:
         $|r_i| \le$ `atol` $+$ `rtol` $|b_i|$ (default `rtol = eps**(2/3)` of the state's
-        dtype; `atol = None`: `rtol * max|b|`, see [`ScaledKrylov`][]). Ignored for
+        dtype; `atol = None`: `rtol * max|b|` or more, see [`ScaledKrylov`][]). Ignored for
         `"tridiagonal"` and lineax instances.
     """
 

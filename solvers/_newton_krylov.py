@@ -36,8 +36,8 @@ def newton_krylov(
         solver instance; its root finder keeps its tolerances (those of the step-size
         controller, for named solvers).
     - `rtol`, `atol`: GMRES tolerances on each Newton correction (an inexact Newton method
-        needs only a few digits); `atol=None` scales it with the residual (`rtol * max|b|`,
-        see [`ScaledKrylov`][]).
+        needs only a few digits); `atol=None` scales it with the residual (see
+        [`ScaledKrylov`][]).
     - `restart`: Krylov subspace size before GMRES restarts.
     - `max_steps`: most GMRES iterations (default: until converged or stagnated).
 

@@ -179,8 +179,9 @@ def test_dirichlet_inflow_time_dependent():
             steps,
         )
         errors.append(np.abs(np.asarray(u) - exact(x, final)).max())
-    # Quartic ghost cells: O(h⁴) fluxes at the faces, measured order 4.6-5.
-    assert _order(ns, errors) > 4.3
+    # Quartic ghost cells: the O(h⁴) boundary rows do not pull the global order below 5
+    # (measured 5.02).
+    assert abs(_order(ns, errors) - 5) < 0.2
     assert errors[-1] < 1e-7
 
 

@@ -158,6 +158,19 @@ def test_gradient_wrt_diffusivity_matches_finite_differences():
     np.testing.assert_allclose(grad, reference, rtol=1e-6)
 
 
+@pytest.mark.parametrize("scale", [1e-14, 1.0, 1e9])
+def test_scaled_krylov_tolerance_follows_the_right_hand_side(scale):
+    # A fixed atol is too loose or too tight at some scale; rtol * max|b| with lineax's
+    # breakdown floor eps must converge at every scale (restart=4 forces several cycles).
+    rng = np.random.default_rng(0)
+    matrix = np.eye(30) * 3 + rng.standard_normal((30, 30)) * 0.5
+    b = scale * rng.standard_normal(30)
+    solver = ScaledKrylov(lx.GMRES(rtol=1e-8, atol=0.0, restart=4))
+    sol = lx.linear_solve(lx.MatrixLinearOperator(jnp.asarray(matrix)), jnp.asarray(b), solver)
+    residual = np.max(np.abs(matrix @ np.asarray(sol.value) - b))
+    assert residual <= max(1e-7 * np.max(np.abs(b)), 1e-15)
+
+
 # ------------------------------------------------------------------------------ misuse
 def test_nonaffine_stiff_term_and_non_tridiagonal_operator_are_rejected():
     y0 = jnp.asarray(U0)

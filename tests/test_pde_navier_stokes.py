@@ -42,6 +42,11 @@ def test_registered():
     assert MODELS["navier_stokes"] is NavierStokes2D
 
 
+def test_non_periodic_grid_is_refused():
+    with pytest.raises(ValueError, match="periodic 2-D grid"):
+        NavierStokes2D(grid=ds.Grid.neumann((8, 8)))
+
+
 def test_taylor_green_is_exact_and_its_advection_vanishes():
     k, nu = 2.0, 0.05
     model = _free(nu=nu)

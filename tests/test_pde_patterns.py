@@ -27,6 +27,20 @@ def test_registered():
     assert MODELS["fitzhugh_nagumo"] is FitzHughNagumo
 
 
+@pytest.mark.parametrize(
+    "cls, grid",
+    [
+        (KuramotoSivashinsky, ds.Grid.periodic((8, 8))),
+        (KuramotoSivashinsky, ds.Grid.dirichlet(8)),
+        (GrayScott, ds.Grid.periodic(8)),
+        (FitzHughNagumo, ds.Grid.neumann((8, 8, 8))),
+    ],
+)
+def test_wrong_grid_is_refused(cls, grid):
+    with pytest.raises(ValueError, match=cls.__name__):
+        cls(grid=grid)
+
+
 # ------------------------------------------------------------------ Kuramoto–Sivashinsky
 KS_GRID = ds.Grid.periodic(128, 32 * math.pi)  # Kassam & Trefethen's grid
 
@@ -94,8 +108,8 @@ def test_ks_etdrk4_is_fourth_order_and_conserves_the_mean():
 
 
 def test_ks_stays_bounded_and_becomes_chaotic():
-    # Kassam & Trefethen's run to t = 150: the field saturates at |u| ≈ 2.5-3 (KS solutions
-    # are bounded, ‖u‖ ≤ C L^{3/2}, Nicolaenko et al. 1985; in practice |u| < 4).
+    # Kassam & Trefethen's run to t = 150: KS solutions enter a bounded absorbing set, and
+    # the field saturates at |u| ≈ 2.5-3 (their figure), well below 4.
     u = np.asarray(_ks_solve(_kassam_trefethen(), 0.25, 150.0))
     assert np.all(np.isfinite(u))
     assert np.max(np.abs(u)) < 4

@@ -36,7 +36,13 @@ PUBLISHED_ORDER = dict(
     kencarp3=3,
     kencarp4=4,
     kencarp5=5,
+    etdrk4=4,  # Cox & Matthews (2002)
+    crank_nicolson=2,  # Crank & Nicolson (1947)
+    imex_euler=1,
 )
+# The PDE steppers need a linear stiff term of a special form (Fourier-diagonal, or solved
+# with lineax): their orders are measured in tests/test_etdrk4.py, test_linear_implicit.py.
+PDE_STEPPERS = {"etdrk4", "crank_nicolson", "imex_euler"}
 
 
 # ------------------------------------------------------------------------------ test problems
@@ -105,7 +111,7 @@ CONVERGENCE = dict(
 
 # ------------------------------------------------------------------------------ registry
 def test_registry_lists_every_solver_with_its_published_order():
-    assert set(SOLVERS) == set(PUBLISHED_ORDER) == set(CONVERGENCE)
+    assert set(SOLVERS) == set(PUBLISHED_ORDER) == set(CONVERGENCE) | PDE_STEPPERS
     for name, info in SOLVERS.items():
         assert info.name == name
         assert info.order == PUBLISHED_ORDER[name], name
