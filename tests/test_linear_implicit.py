@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
+import difsim as ds
 from difsim.solvers import BackwardEuler, CrankNicolson, ScaledKrylov, newton_krylov
 
 from .helpers import central_difference
@@ -242,3 +243,14 @@ def test_newton_krylov_needs_an_implicit_solver():
     solver = newton_krylov(dfx.Kvaerno5(), rtol=1e-4)
     assert isinstance(solver, dfx.Kvaerno5)
     assert solver.root_finder.linear_solver == ScaledKrylov(lx.GMRES(rtol=1e-4, atol=0.0))
+
+
+def test_simulate_goes_matrix_free_for_named_implicit_solvers_on_grids():
+    # 1600 unknowns: a dense Jacobian would take ~20 MB and an LU per Newton solve; the named
+    # solver switches to Newton–Krylov and still agrees with Crank–Nicolson at a tiny step.
+    from difsim.models import Heat
+
+    model = Heat(grid=ds.Grid.dirichlet((40, 40), 0.1))
+    sol = ds.simulate(model, t0=0.0, t1=5.0, save="final", solver="kvaerno5", rtol=1e-7, atol=1e-9)
+    ref = ds.simulate(model, t0=0.0, t1=5.0, save="final", solver="crank_nicolson", dt0=0.005)
+    np.testing.assert_allclose(sol.ys["u"], ref.ys["u"], rtol=0, atol=1e-6)

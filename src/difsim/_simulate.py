@@ -24,6 +24,8 @@ from difsim._status import Status, status_from_result
 from difsim._vector_field import Layout, VectorField, check_rhs
 
 DEFAULT_SAVE_POINTS = 101
+# State sizes above which named implicit solvers go matrix-free (solvers.newton_krylov).
+MATRIX_FREE_SIZE = 1000
 
 
 def simulate(
@@ -95,6 +97,13 @@ def simulate(
     solver, dt0, controller = settings["solver"], settings["dt0"], settings["controller"]
     rtol, atol, max_steps = settings["rtol"], settings["atol"], settings["max_steps"]
     solver_obj = solvers.make_solver(solver)
+    state0 = model.initial_state()
+    size = sum(int(np.size(v)) for _, v in state0.items())
+    if isinstance(solver, str) and isinstance(solver_obj, dfx.AbstractImplicitSolver):
+        if size > MATRIX_FREE_SIZE:
+            # A dense Jacobian of a PDE state is O(size²) memory and O(size³) to factorise:
+            # named implicit solvers switch to Newton–Krylov (matrix-free GMRES).
+            solver_obj = solvers.newton_krylov(solver_obj)
     imex = isinstance(solver_obj, dfx.AbstractSolver) and _is_imex(solver_obj)
     if imex and not model.has_split():
         raise ValueError(
@@ -114,7 +123,6 @@ def simulate(
         )
     adjoint_obj = solvers.make_adjoint(adjoint)
 
-    state0 = model.initial_state()
     if len(state0) == 0:
         raise ValueError(f"{name} declares no state variables")
     for var, value in state0.items():
