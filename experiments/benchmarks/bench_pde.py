@@ -1,7 +1,7 @@
 """Benchmark difsim's PDE solvers against exponax and py-pde at matched accuracy, and the
 memory of gradients through long rollouts.
 
-Three parts, side by side in one run (float64 throughout):
+Three parts, side by side in one run (float64 throughout), and an optional fourth:
 
 1. **Kuramoto–Sivashinsky**, `u_t = -u u_x - u_xx - u_xxxx` on a periodic `[0, 32π)`,
    `n = 256` points, Kassam & Trefethen's initial field `cos(x/16) (1 + sin(x/16))`,
@@ -14,7 +14,8 @@ Three parts, side by side in one run (float64 throughout):
    documented way). Error: max |u - u_ref| at `t = 20`, `u_ref` the same library's
    solution with `dt_min / 16`.
 2. **Gray–Scott**, `ds.models.GrayScott` (Pearson's system and perturbed square with 1%
-   noise, `F = 0.046`, `k = 0.061`, periodic 128² on 2.5 × 2.5, 5-point Laplacian),
+   noise, `F = 0.046`, `k = 0.061`, periodic 128² (`--gs-sizes`; the model's default is
+   256²) on 2.5 × 2.5, 5-point Laplacian),
    `t` in `[0, 500]`. difsim with its default ETDRK4 and with Tsit5, fixed steps; py-pde
    (`pde.PDE` with the same right-hand side, numba backend, `RungeKuttaSolver` with a fixed
    step, i.e. classic RK4); exponax's `GrayScott` stepper (ETDRK4, Fourier pseudo-spectral).
@@ -29,22 +30,27 @@ Three parts, side by side in one run (float64 throughout):
    the default) and `adjoint="direct"`, and a naive `lax.scan` of the same Tsit5 step
    (reverse mode stores every step). Memory: XLA's temporary buffer size of the compiled
    gradient (`compiled.memory_analysis()`), and for the longest rollout (every one with
-   `--full`) the peak resident memory of a fresh process running it.
+   `--full`) the growth of peak resident memory while a fresh process runs it.
+4. **Where the KS time goes** (`--parts variants`): one KS solve written five ways, from the
+   zoo model through diffrax with hand-written terms to exponax's Fourier-space loop.
 
 Timing. Steady state: the median of interleaved repeats of the whole solve after
 compilation (steps/s = steps / median); "first call" is compile + run with JAX's caches
 cleared before it. **Time to result**: a fresh Python process that imports the library,
 builds the problem, solves it once and writes the result, timed by the parent from launch
 until the result file exists (py-pde compiles its right-hand side and stepping loop with
-numba in every new process; JAX compiles on the first call). Matched accuracy: each other
+numba in every new process; JAX compiles on the first call), with the process's own CPU
+time until then, its import time, set-up (exponax builds its ETDRK4 coefficients eagerly)
+and first solve. Matched accuracy: each other
 library's time at its error is compared with difsim's time at the same error, interpolated
 log-log along difsim's error-vs-time points (no extrapolation beyond a factor 2).
 
 ```
 python experiments/benchmarks/bench_pde.py                # ~4 min on 2 cores
 python experiments/benchmarks/bench_pde.py --quick        # ~1 min: no py-pde, no fresh processes
-python experiments/benchmarks/bench_pde.py --full         # more steps, 1024-point KS, RSS of all
+python experiments/benchmarks/bench_pde.py --full         # also KS 1024, GS 256², 16000 steps
 python experiments/benchmarks/bench_pde.py --sizes 256 1024 --gs-sizes 128 256   # e.g. on a GPU
+python experiments/benchmarks/bench_pde.py --parts variants   # where the KS time goes (~30 s)
 python experiments/benchmarks/bench_pde.py --markdown runs/bench_pde.md --json runs/bench_pde.json
 ```
 """
@@ -74,15 +80,14 @@ import numpy as np  # noqa: E402
 from _common import (  # noqa: E402
     Stats,
     command_line,
-    format_table,
     interleaved,
     load_average,
     machine_info,
-    seconds,
     today,
     versions,
     write_reports,
 )
+from _pde_report import KINDS, matched, render, summary  # noqa: E402
 from _report import render_header  # noqa: E402
 
 import difsim as ds  # noqa: E402
@@ -119,7 +124,7 @@ def settings_from(args) -> Settings:
     return Settings(
         ks_sizes=args.sizes or ([256, 1024] if full else [256]),
         ks_dts=[0.5, 0.25, 0.125] if quick else [0.5, 0.25, 0.125, 0.0625],
-        gs_sizes=args.gs_sizes or [128],
+        gs_sizes=args.gs_sizes or ([128, 256] if full else [128]),
         gs_dts=[2.0, 1.0] if not full else [2.0, 1.0, 0.5],
         gs_t1=200.0 if quick else 500.0,
         pypde_dts=[1.0, 0.5] if full else [1.0],
@@ -234,18 +239,6 @@ def fresh_run(spec: dict, tmp: Path, initial: np.ndarray | None) -> tuple[dict, 
     return out, np.load(result)
 
 
-def interpolate_time(points: list[tuple[float, float]], error: float) -> float | None:
-    """Time at `error` along `(error, time)` points, log-log; `None` if `error` lies more
-    than a factor 2 outside their range."""
-    pts = sorted((e, t) for e, t in points if e > 0)
-    if len(pts) < 2 or not pts[0][0] / 2 <= error <= pts[-1][0] * 2:
-        return None
-    le, lt = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
-    i = int(np.clip(np.searchsorted(le, np.log(error)), 1, len(pts) - 1))
-    w = (np.log(error) - le[i - 1]) / (le[i] - le[i - 1])
-    return float(np.exp(lt[i - 1] + w * (lt[i] - lt[i - 1])))
-
-
 def rows_of(first: dict, steady: dict, results: dict, refs: dict, case: str, meta: dict) -> list:
     rows = []
     for key, (name, dt, steps, ref_key) in meta.items():
@@ -261,29 +254,6 @@ def rows_of(first: dict, steady: dict, results: dict, refs: dict, case: str, met
             )
         )
     return rows
-
-
-def matched(rows: list[dict], difsim_names: list[str], others: list[str]) -> list[dict]:
-    """Each other contender's time vs difsim's time at the same error."""
-    out = []
-    for d in difsim_names:
-        curve = [(r["error"], r["steady"]["median"]) for r in rows if r["contender"] == d]
-        for r in rows:
-            if r["contender"] not in others:
-                continue
-            t = interpolate_time(curve, r["error"])
-            out.append(
-                dict(
-                    other=r["contender"],
-                    dt=r["dt"],
-                    error=r["error"],
-                    other_s=r["steady"]["median"],
-                    difsim=d,
-                    difsim_s=t,
-                    ratio=None if t is None else r["steady"]["median"] / t,
-                )
-            )
-    return out
 
 
 # ------------------------------------------------------------------ 1. Kuramoto–Sivashinsky
@@ -359,11 +329,13 @@ def bench_gs(n: int, cfg: Settings, tmp: Path) -> dict:
         meta[f"t{dt}"] = ("difsim Tsit5", dt, steps, "fd")
         calls[f"e{dt}"] = partial(exponax_gray_scott(n, GS_LENGTH, dt, steps, params), y0)
         meta[f"e{dt}"] = ("exponax ETDRK4 (spectral)", dt, steps, "spectral")
-    print(f"  {len(calls)} solves, {cfg.repeats} repeats ...", flush=True)
+    repeats = max(3, cfg.repeats // 3)
+    print(f"  {len(calls)} solves, {repeats} repeats ...", flush=True)
     load = load_average()
-    first, steady, results = time_contenders(calls, max(3, cfg.repeats // 3))
+    first, steady, results = time_contenders(calls, repeats)
     rows = rows_of(first, steady, results, refs, "gs", meta)
-    out = dict(n=n, t1=t1, ref_dt=ref_dt, params=params, rows=rows, load=(load, load_average()))
+    out = dict(n=n, t1=t1, ref_dt=ref_dt, params=params, rows=rows, repeats=repeats)
+    out["load"] = (load, load_average())
     out["ref_difference"] = max_error(refs["fd"], refs["spectral"], "gs")
     fresh = []
     base = dict(case="gs", n=n, t1=t1, length=GS_LENGTH, params=params)
@@ -482,7 +454,7 @@ def grad_child(spec: dict) -> None:
 
 
 def bench_memory(cfg: Settings, tmp: Path) -> dict:
-    kinds = ("checkpoint", "direct", "scan")
+    kinds = KINDS
     rows = []
     for steps in cfg.mem_steps:
         row = dict(steps=steps, temp_mib={}, compile_s={}, rss={})
@@ -526,132 +498,82 @@ def bench_memory(cfg: Settings, tmp: Path) -> dict:
     )
 
 
-# ------------------------------------------------------------------ report
-def _rate(x: float) -> str:
-    return f"{x:,.0f}"
+# ------------------------------------------------------------------ 4. where KS time goes
+class FusedKS(ds.models.KuramotoSivashinsky):
+    """The zoo model with its non-stiff term in one FFT pair, `-(ik/2) mask FFT(u²)`,
+    instead of `dealias` (FFT pair) then `spectral_derivative` (another pair)."""
+
+    def rhs_nonstiff(self, t, s):
+        (k,) = ds.wavenumbers(self.grid, dtype=s.u.dtype)
+        keep = jnp.abs(k) <= 2 / 3 * jnp.max(jnp.abs(k))  # the 2/3 rule; drops Nyquist
+        flux_hat = ds.rfftn(0.5 * s.u**2, self.grid)
+        return dict(u=ds.irfftn(jnp.where(keep, -1j * k, 0) * flux_hat, self.grid))
 
 
-def _steady(s: dict) -> str:
-    return f"{seconds(s['median'])} ({seconds(s['min'])})"
+def raw_diffrax_ks(n: int, dt: float, t1: float) -> Callable:
+    """diffrax + difsim's ETDRK4 on hand-written terms (one FFT pair per evaluation)."""
+    from difsim.solvers import ETDRK4
 
+    k = 2 * np.pi * np.fft.rfftfreq(n, KS_LENGTH / n)
+    derivative = np.where(np.arange(n // 2 + 1) <= 2 / 3 * (n // 2), -0.5j * k, 0)[None]
+    symbol = (k**2 - k**4)[None]
 
-def _solve_table(rows: list[dict], md: bool) -> str:
-    head = ["contender", "dt", "steps", "max error", "solve, median (min)", "steps/s",
-            "first call (compile + run)"]  # fmt: skip
-    cells = [
-        [r["contender"], f"{r['dt']:g}", str(r["steps"]), f"{r['error']:.2e}",
-         _steady(r["steady"]), _rate(r["steps_per_s"]), seconds(r["first_call_s"])]
-        for r in rows
-    ]  # fmt: skip
-    return format_table(head, cells, md)
+    def nonstiff(t, y, args):
+        return jnp.fft.irfft(derivative * jnp.fft.rfft(y**2, axis=-1), n, axis=-1)
 
+    def stiff(t, y, args):
+        return jnp.fft.irfft(symbol * jnp.fft.rfft(y, axis=-1), n, axis=-1)
 
-def _matched_table(rows: list[dict], md: bool) -> str:
-    head = ["other", "dt", "its error", "its time", "difsim", "difsim time at that error",
-            "other / difsim"]  # fmt: skip
-    cells = [
-        [r["other"], f"{r['dt']:g}", f"{r['error']:.2e}", seconds(r["other_s"]), r["difsim"],
-         seconds(r["difsim_s"]), "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}"]
-        for r in rows
-    ]  # fmt: skip
-    return format_table(head, cells, md)
+    terms = dfx.MultiTerm(dfx.ODETerm(nonstiff), dfx.ODETerm(stiff))
 
-
-def _fresh_table(rows: list[dict], md: bool) -> str:
-    head = ["contender", "dt", "time to result", "its CPU time", "import", "set-up",
-            "first solve (compile + run)", "max error"]  # fmt: skip
-    cells = []
-    for r in rows:
-        first = r["first_call_s"] + r.get("make_stepper_s", 0.0)
-        cells.append(
-            [r["contender"], f"{r['dt']:g}", seconds(r["result_s"]),
-             seconds(r["cpu_at_result_s"]), seconds(r["import_s"]), seconds(r["setup_s"]),
-             seconds(first), f"{r['error']:.2e}"]
-        )  # fmt: skip
-    return format_table(head, cells, md)
-
-
-def _memory_table(mem: dict, md: bool) -> str:
-    kinds = ("checkpoint", "direct", "scan")
-    head = ["steps", *(f"{k}: XLA temp" for k in kinds), *(f"{k}: RSS growth (run)" for k in kinds)]
-    cells = []
-    for r in mem["rows"]:
-        row = [f"{r['steps']:,}", *(f"{r['temp_mib'][k]:.1f} MiB" for k in kinds)]
-        for k in kinds:
-            rss = r["rss"].get(k)
-            row.append(
-                f"{(rss['rss_peak_kib'] - rss['rss_before_kib']) / 1024:.0f} MiB "
-                f"({seconds(rss['run_s'])})"
-                if rss
-                else "-"
-            )
-        cells.append(row)
-    return format_table(head, cells, md)
-
-
-def render(report: dict, md: bool) -> str:
-    parts = []
-    for ks in report.get("ks", []):
-        parts.append(
-            f"Kuramoto–Sivashinsky, n = {ks['n']}, t = 0..{ks['t1']:g}; error = max |u - u_ref| "
-            f"(u_ref: the same library with dt = {ks['ref_dt']:g}; the two references differ "
-            f"by {ks['ref_difference']:.1e}); solve time of the whole run, median (min) of "
-            f"{report['repeats']} interleaved repeats:\n\n" + _solve_table(ks["rows"], md)
+    def solve(u0):
+        sol = dfx.diffeqsolve(
+            terms,
+            ETDRK4(),
+            0.0,
+            t1,
+            dt,
+            u0[None],
+            stepsize_controller=dfx.ConstantStepSize(),
+            saveat=dfx.SaveAt(t1=True),
+            max_steps=steps_of(t1, dt) + 1,
         )
-        parts.append("At matched accuracy:\n\n" + _matched_table(ks["matched"], md))
-        if ks.get("fresh"):
-            parts.append("Fresh process, time to result:\n\n" + _fresh_table(ks["fresh"], md))
-    for gs in report.get("gs", []):
-        parts.append(
-            f"Gray–Scott, {gs['n']}², t = 0..{gs['t1']:g}, {gs['params']}; error = max |v - "
-            f"v_ref| (5-point Laplacian: difsim Tsit5 with dt = {gs['ref_dt']:g}; exponax: "
-            f"its own solve with dt = {gs['ref_dt']:g}; the two references differ by "
-            f"{gs['ref_difference']:.2f}):\n\n" + _solve_table(gs["rows"], md)
-        )
-        parts.append("At matched accuracy:\n\n" + _matched_table(gs["matched"], md))
-        if gs.get("fresh"):
-            parts.append("Fresh process, time to result:\n\n" + _fresh_table(gs["fresh"], md))
-    mem = report.get("memory")
-    if mem:
-        slopes = ", ".join(f"{k} {v:.2f}" for k, v in mem["slopes"].items())
-        parts.append(
-            f"Gradient memory, heat equation on {mem['grid']}² (one state "
-            f"{mem['state_kib']:.0f} KiB), Tsit5, dt = {mem['dt']}; XLA temporaries of the "
-            "compiled gradient, and the growth of peak RSS while it runs in a fresh process "
-            f"(run time):\n\n" + _memory_table(mem, md) + f"\n\nlog-log slope of XLA "
-            f"temporaries vs steps: {slopes}."
-        )
-        if mem["grad_spread"] is not None:
-            parts[-1] += f" The three gradients agree to a relative {mem['grad_spread']:.1e}."
-    return "\n\n".join(parts)
+        return sol.ys[0, 0]
+
+    return jax.jit(solve)
 
 
-def summary(report: dict) -> str:
-    lines = []
-    for ks in report.get("ks", []):
-        ratios = [
-            r["ratio"] for r in ks["matched"] if r["other"] == "exponax ETDRK4" and r["ratio"]
-        ]
-        if ratios:
-            lines.append(
-                f"KS n={ks['n']}: exponax / difsim time at equal error = "
-                f"{min(ratios):.2f}..{max(ratios):.2f} (goal >= 1)"
-            )
-    for gs in report.get("gs", []):
-        for r in gs["matched"]:
-            if r["other"].startswith("py-pde") and r["ratio"]:
-                lines.append(
-                    f"GS n={gs['n']}: py-pde RK4 dt={r['dt']:g} / {r['difsim']} at equal error "
-                    f"= {r['ratio']:.2f} (goal >= 1)"
-                )
-        by = {r["contender"]: r for r in gs.get("fresh", [])}
-        pypde = next((r for k, r in by.items() if k.startswith("py-pde")), None)
-        if pypde and "difsim ETDRK4" in by:
-            lines.append(
-                f"GS n={gs['n']}: time to result py-pde / difsim = "
-                f"{pypde['result_s'] / by['difsim ETDRK4']['result_s']:.1f}x"
-            )
-    return "\n".join(lines)
+def bench_variants(n: int, cfg: Settings, dt: float = 0.125) -> dict:
+    """One KS solve written five ways: where difsim's time goes relative to exponax."""
+    from _pde_refs import exponax_ks
+
+    model = ks_model(n)
+    fused = FusedKS(grid=model.grid)
+    u0 = jnp.asarray(model.initial_state()["u"])
+    steps = steps_of(KS_T1, dt)
+    solve = difsim_solve("ks", "default", dt, KS_T1)
+    calls = {
+        "difsim, zoo model": partial(solve, model),
+        "difsim, non-stiff term in one FFT pair": partial(solve, fused),
+        "diffrax + difsim's ETDRK4, hand-written terms": partial(raw_diffrax_ks(n, dt, KS_T1), u0),
+        "exponax.repeat (physical space)": partial(
+            exponax_ks(n, KS_LENGTH, dt, steps, repeat=True), u0
+        ),
+        "exponax (Fourier-space loop)": partial(exponax_ks(n, KS_LENGTH, dt, steps), u0),
+    }
+    _, steady, results = time_contenders(calls, cfg.repeats)
+    base = results["difsim, zoo model"]
+    fastest = steady["exponax (Fourier-space loop)"].median
+    rows = [
+        dict(
+            variant=name,
+            steps_per_s=steps / steady[name].median,
+            vs_exponax=steady[name].median / fastest,
+            difference=float(np.max(np.abs(results[name] - base))),
+        )
+        for name in calls
+    ]
+    return dict(n=n, dt=dt, steps=steps, rows=rows)
 
 
 # ------------------------------------------------------------------ main
@@ -681,7 +603,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--sizes", type=int, nargs="+", help="KS grid sizes (default 256)")
     parser.add_argument("--gs-sizes", type=int, nargs="+", help="Gray–Scott n for n² grids")
     parser.add_argument("--parts", nargs="+", default=["ks", "gs", "memory"],
-                        choices=["ks", "gs", "memory"])  # fmt: skip
+                        choices=["ks", "gs", "memory", "variants"],
+                        help="what to run (default: ks gs memory; variants: where the KS time "
+                        "goes)")  # fmt: skip
     parser.add_argument("--repeats", type=int, help="steady-state repeats (KS; GS uses 1/3)")
     parser.add_argument("--quick", action="store_true", help="fewer steps, no py-pde/fresh runs")
     parser.add_argument("--full", action="store_true", help="more sizes/steps, RSS of every run")
@@ -715,6 +639,9 @@ def main(argv=None) -> dict:
         if "memory" in cfg.parts:
             print("\ngradient memory ...", flush=True)
             report["memory"] = bench_memory(cfg, tmp)
+        if "variants" in cfg.parts:
+            print("\nKS variants ...", flush=True)
+            report["variants"] = [bench_variants(n, cfg) for n in cfg.ks_sizes]
     report["load_end"] = load_average()
     print("\n" + render(report, md=False) + "\n\n" + summary(report))
     text = render_header(report) + "\n\n" + render(report, True)
