@@ -137,9 +137,7 @@ def animate(
     path = Path(path)
     if path.suffix not in (".gif", ".mp4"):
         raise ValueError(f"animation path must end in .gif or .mp4, got {str(path)!r}")
-    candidates = [
-        n for n, da in dataset.data_vars.items() if "time" in da.dims and _spatial(da)
-    ]
+    candidates = [n for n, da in dataset.data_vars.items() if "time" in da.dims and _spatial(da)]
     if variable is None:
         if not candidates:
             raise ValueError("the dataset has no field over space and time to animate")
