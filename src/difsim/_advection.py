@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from difsim._boundary import Extrapolate, Periodic, pad_axis
+from difsim._fd import prepare_field
 from difsim._grid import Grid
 
 _WIDTH = {"weno5": 3, "muscl": 2}
@@ -145,18 +146,6 @@ def _per_axis(value: Any, ndim: int, what: str) -> tuple:
     raise ValueError(f"{what} must give {ndim} components (one per axis), got {described}")
 
 
-def _prepare(u: ArrayLike, grid: Grid, bc: Any) -> Array:
-    if not isinstance(grid, Grid):
-        raise TypeError(f"grid must be a ds.Grid, got {type(grid).__name__}")
-    if bc is not None and (not isinstance(bc, Grid) or bc.shape != grid.shape):
-        raise ValueError(f"bc must be a ds.Grid of shape {grid.shape}, got {bc!r}")
-    grid.check(u, "u")
-    u = jnp.asarray(u)
-    if not jnp.issubdtype(u.dtype, jnp.inexact):
-        u = u.astype(jnp.result_type(float))
-    return u
-
-
 def conservative_divergence(
     u: Float[ArrayLike, "..."],
     flux: Callable[[Array], Any],
@@ -191,7 +180,7 @@ def conservative_divergence(
     $\nabla\cdot F(u)$, shaped like `u` (units of $F$ per length); $u_t = -\nabla\cdot F$.
     """
     _check_scheme(scheme, limiter)
-    u = _prepare(u, grid, bc)
+    u = prepare_field(u, grid, "u", bc)
     if not callable(flux):
         raise TypeError(f"flux must be a callable flux(u), got {flux!r}")
     if not callable(speed):
@@ -247,7 +236,7 @@ def advection(
     $-\nabla\cdot(\mathbf c u)$, shaped like `u` (units of `u` per time).
     """
     _check_scheme(scheme, limiter)
-    u = _prepare(u, grid, bc)
+    u = prepare_field(u, grid, "u", bc)
     components = _per_axis(velocity, grid.ndim, "velocity")
     width = _WIDTH[scheme]
     out = None

@@ -50,7 +50,8 @@ def _apply_stencil(
     return out
 
 
-def _prepare(u: ArrayLike, grid: Grid, name: str, bc: Any) -> Array:
+def prepare_field(u: ArrayLike, grid: Grid, name: str, bc: Any) -> Array:
+    """`u` as a floating array checked against `grid` (errors name `name`), and `bc` checked."""
     if not isinstance(grid, Grid):
         raise TypeError(f"grid must be a ds.Grid, got {type(grid).__name__}")
     if bc is not None:
@@ -93,7 +94,7 @@ def derivative(
     An array shaped like `u`, in units of `u` per unit length.
     """
     order = _check_order(order)
-    u = _prepare(u, grid, "u", bc)
+    u = prepare_field(u, grid, "u", bc)
     d = grid._axis_index(dim)
     return _apply_stencil(u, grid, d, _FIRST[order], 1.0 / grid.dx[d], t, bc)
 
@@ -113,7 +114,7 @@ def gradient(
     A tuple of `grid.ndim` arrays shaped like `u`.
     """
     order = _check_order(order)
-    u = _prepare(u, grid, "u", bc)
+    u = prepare_field(u, grid, "u", bc)
     return tuple(
         _apply_stencil(u, grid, d, _FIRST[order], 1.0 / grid.dx[d], t, bc) for d in range(grid.ndim)
     )
@@ -153,7 +154,7 @@ def divergence(
         )
     out = None
     for d in range(grid.ndim):
-        component = _prepare(v[d], grid, f"v[{d}] ({grid.dims[d]} component)", bc)
+        component = prepare_field(v[d], grid, f"v[{d}] ({grid.dims[d]} component)", bc)
         term = _apply_stencil(component, grid, d, _FIRST[order], 1.0 / grid.dx[d], t, bc)
         out = term if out is None else out + term
     return out
@@ -185,7 +186,7 @@ def laplacian(
     An array shaped like `u`, in units of `u` per length².
     """
     order = _check_order(order)
-    u = _prepare(u, grid, "u", bc)
+    u = prepare_field(u, grid, "u", bc)
     out = None
     for d in range(grid.ndim):
         term = _apply_stencil(u, grid, d, _SECOND[order], 1.0 / grid.dx[d] ** 2, t, bc)
@@ -225,5 +226,5 @@ def biharmonic(
                 f"biharmonic needs periodic axes, but axis {dim!r} has boundary condition "
                 f"{low.describe()} / {high.describe()}"
             )
-    u = _prepare(u, grid, "u", None)
+    u = prepare_field(u, grid, "u", None)
     return laplacian(laplacian(u, grid, order=order, t=t), grid, order=order, t=t)

@@ -201,6 +201,15 @@ class Grid(eqx.Module):
             return self.mesh()[dims.index(name)]
         raise AttributeError(f"Grid has no attribute {name!r} (axes are {', '.join(dims)})")
 
+    def require_periodic(self, what: str, hint: str) -> None:
+        """Raise `ValueError` naming the first non-periodic axis and its conditions."""
+        for dim, (low, high), periodic in zip(self.dims, self.bc, self.periodic_axes):
+            if not periodic:
+                raise ValueError(
+                    f"{what} needs a periodic grid, but axis {dim!r} has {low.describe()} "
+                    f"({dim}-) / {high.describe()} ({dim}+): {hint}"
+                )
+
     def _axis_index(self, dim: str | int) -> int:
         if isinstance(dim, (int, np.integer)):
             if not -self.ndim <= dim < self.ndim:

@@ -129,13 +129,7 @@ def _solve(f, grid, method, t, rtol, atol, max_steps):
 
 
 def _require_periodic(grid: Grid, method: str) -> None:
-    for dim, (low, high), periodic in zip(grid.dims, grid.bc, grid.periodic_axes):
-        if not periodic:
-            raise ValueError(
-                f"method={method!r} needs a periodic grid, but axis {dim!r} has "
-                f"{low.describe()} ({dim}-) / {high.describe()} ({dim}+): use method='cg' "
-                "(or 'auto')"
-            )
+    grid.require_periodic(f"method={method!r}", "use method='cg' (or 'auto')")
 
 
 def _homogeneous(grid: Grid) -> Grid:

@@ -16,13 +16,9 @@ from difsim._grid import Grid
 
 
 def _require_periodic(grid: Grid, what: str) -> None:
-    for dim, (low, high), periodic in zip(grid.dims, grid.bc, grid.periodic_axes):
-        if not periodic:
-            raise ValueError(
-                f"{what} needs a periodic grid, but axis {dim!r} has {low.describe()} "
-                f"({dim}-) / {high.describe()} ({dim}+): use finite differences (e.g. "
-                "ds.laplacian, ds.solve_poisson) on non-periodic grids"
-            )
+    grid.require_periodic(
+        what, "use finite differences (e.g. ds.laplacian, ds.solve_poisson) on non-periodic grids"
+    )
 
 
 def _axes(grid: Grid) -> tuple[int, ...]:
