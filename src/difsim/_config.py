@@ -218,9 +218,7 @@ SECTIONS: dict[str, Section] = {
             ),
             "grid": Key(
                 TABLE,
-                "the spatial grid of a PDE model: shape = [128, 128], extent = [2.5, 2.5], "
-                'origin, bc = "periodic" | "dirichlet" | "neumann" or per side '
-                '{ x = "periodic", "y-" = { dirichlet = 1.0 } }; others keep the defaults',
+                "a PDE model's grid: shape, extent, origin, bc (docs/configs.md)",
                 {},
             ),
         },

@@ -277,9 +277,8 @@ def _setup(model, spec, kw) -> _Setup:
         )
     spec.check(model)
     t0, t1, save, ts, n_saved, save_text = _check_times(kw["t0"], kw["t1"], kw["save"])
-    resolved = resolve_solver_settings(type(model), **{k: kw[k] for k in KEYS})
-    kw.update(resolved)
-    solver = resolved["solver"]
+    kw.update(resolve_solver_settings(type(model), **{k: kw[k] for k in KEYS}))
+    solver = kw["solver"]
     solvers.make_solver(solver)  # unknown names fail here, before anything compiles
     # Defaults spelt out, so that a config (which stores them) and a Python call that leaves
     # them out are the same sweep: same hash, same compiled function.
