@@ -57,8 +57,12 @@ class KuramotoSivashinsky(ds.Model):
         return declared.with_values({"u": jnp.cos(phase) * (1 + jnp.sin(phase))})
 
     def rhs_nonstiff(self, t, s):
-        flux = ds.dealias(0.5 * s.u**2, self.grid)
-        return dict(u=-ds.spectral_derivative(flux, self.grid, "x"))
+        # -(u²/2)_x with the 2/3 rule folded into the derivative's multiplier: one FFT pair
+        # instead of two (1.4x faster, same result to 4e-14; experiments/benchmarks/bench_pde.py).
+        (k,) = ds.wavenumbers(self.grid, dtype=s.u.dtype)
+        k_max = jnp.pi * self.grid.shape[0] / self.grid.extent[0]
+        multiplier = jnp.where(jnp.abs(k) <= (2 / 3) * k_max, -1j * k, 0)
+        return dict(u=ds.irfftn(multiplier * ds.rfftn(0.5 * s.u**2, self.grid), self.grid))
 
     def rhs_stiff(self, t, s):
         (k,) = ds.wavenumbers(self.grid, dtype=s.u.dtype)

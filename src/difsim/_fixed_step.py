@@ -1,11 +1,10 @@
 """Fixed-step solves as nested `lax.scan`s over a diffrax solver's `step`.
 
-With a constant step and save times on the step lattice, diffrax's general loop (a
-`while_loop` that checks save times, interpolates and adapts every step) is pure overhead:
-for method-of-lines PDEs it costs up to ~2x per step (experiments/benchmarks/bench_pde.py).
-Here the same solver's `step` runs in a `lax.scan` per save interval instead, with the
-step count known at trace time. Reverse-mode gradients checkpoint blocks of ~√n steps, so
-memory grows like √n in the number of steps (not n), trading one extra forward pass.
+With a constant step and save times on the step lattice, the step counts are known at
+trace time: the solver's `step` runs in a `lax.scan` per save interval (no save-time checks
+or interpolation), and reverse-mode gradients checkpoint blocks of ~√n steps, so memory
+grows like √n in the number of steps (not n), trading one extra forward pass
+(experiments/benchmarks/bench_pde.py, "memory"). Per-step speed matches diffrax's loop.
 """
 
 import math
