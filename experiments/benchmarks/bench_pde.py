@@ -16,7 +16,7 @@ Three parts, side by side in one run (float64 throughout), and an optional fourt
 2. **Gray–Scott**, `ds.models.GrayScott` (Pearson's system and perturbed square with 1%
    noise, `F = 0.046`, `k = 0.061`, periodic 128² (`--gs-sizes`; the model's default is
    256²) on 2.5 × 2.5, 5-point Laplacian),
-   `t` in `[0, 500]`. difsim with its default ETDRK4 and with Tsit5, fixed steps; py-pde
+   `t` in `[0, 500]`. difsim with ETDRK4 and with Tsit5 (the model's default), fixed steps; py-pde
    (`pde.PDE` with the same right-hand side, numba backend, `RungeKuttaSolver` with a fixed
    step, i.e. classic RK4); exponax's `GrayScott` stepper (ETDRK4, Fourier pseudo-spectral).
    Error: max |v - v_ref| at `t_end`. difsim and py-pde share the 5-point semi-discretisation,
@@ -26,11 +26,12 @@ Three parts, side by side in one run (float64 throughout), and an optional fourt
    a 128² grid is sensitive to the spatial discretisation).
 3. **Memory of gradients**: `jax.grad` of `Σ u(t_end)²` with respect to the diffusivity `D`
    of `ds.models.Heat` on a periodic 32² grid, Tsit5 with a fixed step, for increasing
-   numbers of steps: difsim with `adjoint="checkpoint"` (diffrax's recursive checkpointing,
-   the default) and `adjoint="direct"`, and a naive `lax.scan` of the same Tsit5 step
-   (reverse mode stores every step). Memory: XLA's temporary buffer size of the compiled
-   gradient (`compiled.memory_analysis()`), and for the longest rollout (every one with
-   `--full`) the growth of peak resident memory while a fresh process runs it.
+   numbers of steps: difsim with `adjoint="checkpoint"` (the default: fixed-step solves run
+   as scans that checkpoint blocks of ~√n steps) and `adjoint="direct"`, and a naive
+   `lax.scan` of the same Tsit5 step (reverse mode stores every step; `_pde_memory.py`).
+   Memory: XLA's temporary buffer size of the compiled gradient
+   (`compiled.memory_analysis()`), and for the longest rollout (every one with `--full`) the
+   growth of peak resident memory while a fresh process runs it.
 4. **Where the KS time goes** (`--parts variants`): one KS solve written five ways, from the
    zoo model through diffrax with hand-written terms to exponax's Fourier-space loop.
 
@@ -59,8 +60,6 @@ import argparse
 import dataclasses
 import json
 import math
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -83,11 +82,13 @@ from _common import (  # noqa: E402
     interleaved,
     load_average,
     machine_info,
+    time_process,
     today,
     versions,
     write_reports,
 )
-from _pde_report import KINDS, matched, render, summary  # noqa: E402
+from _pde_memory import bench_memory, grad_child  # noqa: E402
+from _pde_report import matched, render, summary  # noqa: E402
 from _report import render_header  # noqa: E402
 
 import difsim as ds  # noqa: E402
@@ -98,8 +99,6 @@ KS_LENGTH = 32 * math.pi
 KS_T1 = 20.0
 GS_LENGTH = 2.5
 REF_FACTOR = 16  # the reference solve takes steps REF_FACTOR times smaller than the smallest
-MEM_GRID = 32
-MEM_DT = 0.05
 VERSIONED = ("jax", "jaxlib", "diffrax", "equinox", "numpy", "exponax", "py-pde", "numba", "difsim")
 
 
@@ -200,26 +199,11 @@ def time_contenders(calls: dict[str, Callable], repeats: int) -> tuple[dict, dic
 
 def run_fresh(cmd: list[str], result: Path, timeout: float = 1800.0) -> dict:
     """Launch `cmd`; wall seconds until `result` exists, and the child's own timings."""
-    start = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=HERE)
-        result_s = None
-        while proc.poll() is None:
-            if result_s is None and result.exists():
-                result_s = time.perf_counter() - start
-            if time.perf_counter() - start > timeout:
-                proc.kill()
-                proc.wait()
-                break
-            time.sleep(0.01)
-        if result_s is None and result.exists():
-            result_s = time.perf_counter() - start
-        err.seek(0)
-        stderr = err.read()
-    if proc.returncode != 0 or result_s is None:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{stderr[-3000:]}")
+    out = time_process(cmd, cwd=HERE, watch=result, timeout=timeout)
+    if out["returncode"] != 0 or out["file_s"] is None:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({out['returncode']}):\n{out['stderr_tail']}")
     own = json.loads(result.with_suffix(".json").read_text())
-    return dict(result_s=result_s, exit_s=time.perf_counter() - start, **own)
+    return dict(result_s=out["file_s"], exit_s=out["exit_s"], **own)
 
 
 def fresh_run(spec: dict, tmp: Path, initial: np.ndarray | None) -> tuple[dict, np.ndarray]:
@@ -376,126 +360,6 @@ def bench_gs(n: int, cfg: Settings, tmp: Path) -> dict:
     others = ["py-pde RK4 (numba)", "exponax ETDRK4 (spectral)"]
     out["matched"] = matched(rows, ["difsim ETDRK4", "difsim Tsit5"], others)
     return out
-
-
-# ------------------------------------------------------------------ 3. memory of gradients
-def heat_model(n: int = MEM_GRID) -> ds.Model:
-    return ds.models.Heat(grid=ds.Grid.periodic((n, n), (1.0, 1.0)), D=1e-4)
-
-
-def grad_fn(kind: str, steps: int) -> Callable:
-    """`jax.jit(jax.grad(loss))` of `D`, `loss = Σ u(t_end)² dx dy`."""
-    model = heat_model()
-    grid = model.grid
-    t1 = steps * MEM_DT
-    if kind == "scan":
-        term = dfx.ODETerm(lambda t, u, D: D * ds.laplacian(u, grid))
-        solver = dfx.Tsit5()
-
-        def loss(D):
-            u0 = model.initial_state()["u"]
-            state = solver.init(term, 0.0, MEM_DT, u0, D)
-
-            def step(u, i):
-                t = i * MEM_DT
-                u, *_ = solver.step(term, t, t + MEM_DT, u, D, state, made_jump=False)
-                return u, None
-
-            u, _ = jax.lax.scan(step, u0, jnp.arange(steps))
-            return jnp.sum(u**2) * grid.cell_volume
-
-    else:
-
-        def loss(D):
-            sol = ds.simulate(model.replace(D=D), t0=0.0, t1=t1, save="final", solver="tsit5",
-                              dt0=MEM_DT, controller="constant", max_steps=steps, adjoint=kind,
-                              throw=False)  # fmt: skip
-            return jnp.sum(sol.final["u"] ** 2) * grid.cell_volume
-
-    return jax.jit(jax.grad(loss))
-
-
-def _proc_status_kib(field: str) -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark of this process (Linux), so that the peak of the
-    run is not hidden by the compiler's; `False` where that is not possible."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return False
-    return True
-
-
-def grad_child(spec: dict) -> None:
-    """Fresh process: compile, then run one gradient; RSS before it and its peak during it."""
-    fn = grad_fn(spec["kind"], spec["steps"])
-    d = jnp.asarray(1e-4)
-    compiled = fn.lower(d).compile()
-    reset = _reset_peak_rss()
-    before = _proc_status_kib("VmRSS") if reset else None
-    before = before or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    start = time.perf_counter()
-    g = float(jax.block_until_ready(compiled(d)))
-    run_s = time.perf_counter() - start
-    peak = _proc_status_kib("VmHWM") if reset else None
-    peak = peak or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    Path(spec["result"]).write_text(
-        json.dumps(dict(rss_before_kib=before, rss_peak_kib=peak, run_s=run_s, grad=g))
-    )
-
-
-def bench_memory(cfg: Settings, tmp: Path) -> dict:
-    kinds = KINDS
-    rows = []
-    for steps in cfg.mem_steps:
-        row = dict(steps=steps, temp_mib={}, compile_s={}, rss={})
-        for kind in kinds:
-            start = time.perf_counter()
-            compiled = grad_fn(kind, steps).lower(jnp.asarray(1e-4)).compile()
-            row["compile_s"][kind] = time.perf_counter() - start
-            row["temp_mib"][kind] = compiled.memory_analysis().temp_size_in_bytes / 2**20
-            print(f"  {steps} steps, {kind}: {row['temp_mib'][kind]:.1f} MiB", flush=True)
-            if cfg.rss_all or steps == max(cfg.mem_steps):
-                result = tmp / f"grad_{kind}_{steps}.json"
-                spec = dict(kind=kind, steps=steps, result=str(result))
-                spec_path = tmp / f"grad_{kind}_{steps}.spec.json"
-                spec_path.write_text(json.dumps(spec))
-                cmd = [sys.executable, str(HERE / "bench_pde.py"), "--child", str(spec_path)]
-                subprocess.run(cmd, check=True, cwd=HERE, stdout=subprocess.DEVNULL)
-                row["rss"][kind] = json.loads(result.read_text())
-        rows.append(row)
-    slopes = {}
-    if len(rows) > 1:
-        log_n = np.log([r["steps"] for r in rows])
-        for kind in kinds:
-            slopes[kind] = float(
-                np.polyfit(log_n, np.log([r["temp_mib"][kind] for r in rows]), 1)[0]
-            )
-    # The three gradients are the same arithmetic: they must agree to round-off.
-    spread = [
-        abs(r["rss"][k]["grad"] / r["rss"]["checkpoint"]["grad"] - 1)
-        for r in rows
-        for k in kinds
-        if len(r["rss"]) == len(kinds)
-    ]
-    state_kib = MEM_GRID**2 * 8 / 1024
-    return dict(
-        grid=MEM_GRID,
-        dt=MEM_DT,
-        state_kib=state_kib,
-        rows=rows,
-        slopes=slopes,
-        grad_spread=max(spread) if spread else None,
-    )
 
 
 # ------------------------------------------------------------------ 4. where KS time goes
