@@ -28,3 +28,4 @@ from difsim.solvers._registry import (
     make_solver as make_solver,
     solver_info as solver_info,
 )
+from difsim.solvers._spectral_term import SpectralODETerm as SpectralODETerm

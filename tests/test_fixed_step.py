@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import difsim as ds
+from difsim import _fixed_step as fixed_step
 from difsim._fixed_step import plan_scan
 
 from .helpers import central_difference
@@ -23,8 +24,8 @@ def _plan(ts=None, t0=0.0, t1=1.0, dt0=0.1, **kw):
 
 
 def test_plan_eligibility():
-    assert _plan() == (10, 0, 1, True)
-    assert _plan(np.linspace(0.0, 1.0, 6)) == (0, 2, 6, True)
+    assert _plan() == (10, 0, 1, True, 0.1)
+    assert _plan(np.linspace(0.0, 1.0, 6)) == (0, 2, 6, True, 0.1)
     assert _plan([0.3, 0.6, 1.0]) is None  # 0.3→0.6→1.0 is not evenly spaced
     assert _plan([0.25, 1.0]) is None  # 0.25 is not a multiple of dt0
     assert _plan(fixed_step=False) is None
@@ -70,9 +71,12 @@ def test_failure_is_reported_and_later_saves_blanked():
     np.testing.assert_array_equal(np.isnan(scan.ys["u"]), np.isnan(loop.ys["u"]))
 
 
-def test_gradient_memory_grows_like_sqrt_steps():
+def test_gradient_memory_grows_like_sqrt_steps(monkeypatch):
     # Compiled temporary memory of a reverse-mode gradient: ~√n for n steps (checkpointed
-    # blocks), where storing every step would grow like n.
+    # blocks), where storing every step would grow like n. (Small solves store every step:
+    # turned off here so that both sizes checkpoint.)
+    monkeypatch.setattr(fixed_step, "_STORE_ALL", 0)
+
     def memory(n):
         def loss(D):
             sol = ds.simulate(Heat1D(D=D), t0=0.0, t1=n * 1e-4, save="final")

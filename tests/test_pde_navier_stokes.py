@@ -47,6 +47,13 @@ def test_non_periodic_grid_is_refused():
         NavierStokes2D(grid=ds.Grid.neumann((8, 8)))
 
 
+def test_forcing_beyond_the_dealiased_band_is_refused():
+    # 32 points on 2π: the 2/3 rule keeps |k| <= 10.67, which would drop cos(11 y).
+    NavierStokes2D(grid=GRID, k_f=10.0)
+    with pytest.raises(ValueError, match=r"k_f=11 is beyond the dealiased band .* 10\.67"):
+        NavierStokes2D(grid=GRID, k_f=11.0)
+
+
 def test_taylor_green_is_exact_and_its_advection_vanishes():
     k, nu = 2.0, 0.05
     model = _free(nu=nu)

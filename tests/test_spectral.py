@@ -182,3 +182,51 @@ def test_errors():
         ds.dealias(u, periodic, fraction=0.0)
     with pytest.raises(TypeError, match="real"):
         ds.spectral_laplacian(u.astype(jnp.complex128), periodic)
+
+
+def test_fourier_multipliers_are_the_operators_symbols():
+    # irfftn(symbol · rfftn(u)) must be the operator applied to u: against the analytic
+    # derivatives of _trig, and against the field-space operators for the rest.
+    grid = _grid_2d()
+    u, d = _trig(grid)
+    u_hat = ds.rfftn(u, grid)
+
+    def apply(symbol):
+        return ds.irfftn(symbol * u_hat, grid)
+
+    assert _max_err(apply(ds.derivative_symbol(grid, "x")), d["ux"]) < 1e-12
+    assert _max_err(apply(ds.derivative_symbol(grid, 1)), d["uy"]) < 1e-12
+    assert _max_err(apply(ds.derivative_symbol(grid, "x", order=3)), d["uxxx"]) < 1e-10
+    assert _max_err(apply(ds.laplacian_symbol(grid)), d["uxx"] + d["uyy"]) < 1e-11
+    lap = d["uxx"] + d["uyy"]
+    assert (
+        _max_err(ds.irfftn(ds.inverse_laplacian_symbol(grid) * ds.rfftn(lap, grid), grid), u)
+        < 1e-13
+    )
+    noisy = jax.random.normal(jax.random.key(0), grid.shape)
+    kept = ds.irfftn(jnp.where(ds.dealias_mask(grid), ds.rfftn(noisy, grid), 0), grid)
+    assert _max_err(kept, ds.dealias(noisy, grid)) < 1e-14
+    # Shapes broadcast against one spectrum (16, 12 // 2 + 1); dtypes follow the request.
+    assert ds.derivative_symbol(grid, "x").shape == (16, 1)
+    assert ds.derivative_symbol(grid, "y").shape == (1, 7)
+    assert ds.laplacian_symbol(grid).shape == ds.dealias_mask(grid).shape == (16, 7)
+    assert ds.derivative_symbol(grid, "x", dtype=jnp.float32).dtype == jnp.complex64
+    assert ds.laplacian_symbol(grid, dtype=jnp.float32).dtype == jnp.float32
+    # Odd orders drop the Nyquist mode of the even axis; even orders keep it.
+    nyquist = 8  # mode -8 of the 16-point x axis, stored at index 8
+    assert ds.derivative_symbol(grid, "x")[nyquist, 0] == 0
+    assert ds.derivative_symbol(grid, "x", order=2)[nyquist, 0] != 0
+
+
+def test_fourier_multiplier_errors():
+    grid = ds.Grid((8, 8), 1.0, {"x": ds.Periodic(), "y": ds.Dirichlet(0.0)})
+    for fn in (ds.laplacian_symbol, ds.inverse_laplacian_symbol, ds.dealias_mask):
+        with pytest.raises(ValueError, match=r"axis 'y' has Dirichlet\(0\)"):
+            fn(grid)
+    with pytest.raises(ValueError, match=r"axis 'y' has Dirichlet\(0\)"):
+        ds.derivative_symbol(grid, "x")
+    periodic = ds.Grid.periodic((8, 8))
+    with pytest.raises(ValueError, match="order"):
+        ds.derivative_symbol(periodic, "x", order=1.5)
+    with pytest.raises(ValueError, match="fraction"):
+        ds.dealias_mask(periodic, fraction=1.5)

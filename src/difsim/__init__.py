@@ -44,8 +44,12 @@ from difsim._simulate import simulate as simulate
 from difsim._solution import Solution as Solution
 from difsim._spectral import (
     dealias as dealias,
+    dealias_mask as dealias_mask,
+    derivative_symbol as derivative_symbol,
     inverse_laplacian as inverse_laplacian,
+    inverse_laplacian_symbol as inverse_laplacian_symbol,
     irfftn as irfftn,
+    laplacian_symbol as laplacian_symbol,
     rfftn as rfftn,
     spectral_derivative as spectral_derivative,
     spectral_gradient as spectral_gradient,

@@ -7,6 +7,7 @@ grows like √n in the number of steps (not n), trading one extra forward pass
 (experiments/benchmarks/bench_pde.py, "memory"). Per-step speed matches diffrax's loop.
 """
 
+import dataclasses
 import math
 from typing import NamedTuple
 
@@ -17,6 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 
 _LATTICE_RTOL = 1e-9  # how close save times must be to multiples of the step
+# Steps × state entries below which reverse mode stores every step instead of checkpointing
+# blocks (at most ~0.5 MiB per stored stage in float64).
+_STORE_ALL = 2**16
 
 
 class ScanPlan(NamedTuple):
@@ -26,6 +30,7 @@ class ScanPlan(NamedTuple):
     every: int  # steps between consecutive saves
     n_saves: int
     checkpoint: bool  # checkpoint blocks of steps for reverse-mode gradients
+    dt: float  # the step
 
 
 def plan_scan(ts, t0, t1, dt0, *, final_only, fixed_step, event, adjoint, progress, max_steps):
@@ -54,11 +59,12 @@ def plan_scan(ts, t0, t1, dt0, *, final_only, fixed_step, event, adjoint, progre
         return None  # diffrax's loop reports MAX_STEPS
     every = int(gaps[0]) if gaps.size else 0
     checkpoint = isinstance(adjoint, dfx.RecursiveCheckpointAdjoint)
-    return ScanPlan(int(steps[0]), every, int(steps.size), checkpoint)
+    return ScanPlan(int(steps[0]), every, int(steps.size), checkpoint, dt)
 
 
-def _where(pred, new, old):
-    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), new, old)
+def _max_abs(tree) -> jax.Array:
+    """max |x| over the leaves: NaN if any is NaN, inf if any is infinite."""
+    return jnp.max(jnp.stack([jnp.max(jnp.abs(x)) for x in jax.tree.leaves(tree)]))
 
 
 def scan_solve(terms, solver, t0, dt, y0, args, plan: ScanPlan):
@@ -72,6 +78,9 @@ def scan_solve(terms, solver, t0, dt, y0, args, plan: ScanPlan):
         # Runge–Kutta stages in a loop that forward mode can differentiate (diffrax's
         # default stage loop is reverse-mode only; diffrax makes the same switch).
         solver = eqx.tree_at(lambda s: s.scan_kind, solver, "bounded", is_leaf=lambda x: x is None)
+    if hasattr(solver, "step_size") and solver.step_size is None:
+        # Every step below has length dt (to rounding): ETDRK4 can precompute for it.
+        solver = dataclasses.replace(solver, step_size=plan.dt)
     state = solver.init(terms, t0, t0 + dt, y0, args)
     ok_result = dfx.RESULTS.successful
 
@@ -79,20 +88,23 @@ def scan_solve(terms, solver, t0, dt, y0, args, plan: ScanPlan):
         y, state, result, count = carry
         t = t0 + k * dt  # from the step index: no accumulated rounding in t
         y1, _, _, state1, res = solver.step(terms, t, t + dt, y, args, state, made_jump=False)
-        # After a failure (e.g. a Newton solve that did not converge) the state freezes and
-        # the first failure is reported, as diffrax's loop would stop there.
-        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(y1)]))
+        # The first failure (e.g. a Newton solve that did not converge) is reported, as
+        # diffrax's loop would stop there; the steps after it run on (their results are
+        # blanked: every later save is marked unreached), which costs less per step than
+        # freezing the state with selects. max |y| is one reduction, NaN if any is NaN.
+        finite = jnp.isfinite(_max_abs(y1))
         res = dfx.RESULTS.where(finite, res, dfx.RESULTS.nonfinite)
         going = result == ok_result
-        y, state = _where(going, (y1, state1), (y, state))
         result = dfx.RESULTS.where(going, res, result)
-        return (y, state, result, count + going.astype(count.dtype)), None
+        return (y1, state1, result, count + going.astype(count.dtype)), None
 
     def run(carry, start, n):
         """`n` steps from step index `start`, in √n-sized checkpointed blocks if asked."""
         if n == 0:
             return carry
-        if not plan.checkpoint or n <= 16:
+        if not plan.checkpoint or n <= 16 or n * size_of_state <= _STORE_ALL:
+            # Short or small: storing every step costs little memory, and one flat loop
+            # runs faster than nested ones (~1 µs per block on a CPU).
             return jax.lax.scan(one, carry, start + jnp.arange(n))[0]
         size = math.isqrt(n)
         blocks, rest = divmod(n, size)
@@ -104,6 +116,7 @@ def scan_solve(terms, solver, t0, dt, y0, args, plan: ScanPlan):
         carry = jax.lax.scan(block, carry, jnp.arange(blocks))[0]
         return jax.lax.scan(one, carry, start + blocks * size + jnp.arange(rest))[0]
 
+    size_of_state = sum(math.prod(jnp.shape(x)) for x in jax.tree.leaves(y0))
     count = jnp.zeros((), jnp.int32)
     carry = run((y0, state, ok_result, count), 0, plan.first)
 

@@ -9,6 +9,7 @@ import jax
 import numpy as np
 
 from difsim._grid import Grid
+from difsim._spectral import irfftn, rfftn
 from difsim._state import State
 
 
@@ -54,6 +55,9 @@ class Model(eqx.Module):
 
     Stiff/non-stiff splitting (for IMEX solvers such as KenCarp4): define
     `rhs_nonstiff(t, s)` and `rhs_stiff(t, s)` instead of `rhs`; `rhs` is then their sum.
+    A pseudo-spectral model on a periodic grid may define `rhs_nonstiff_spectrum(t, s,
+    s_hat)` instead of (or besides) `rhs_nonstiff`: the spectral solver ETDRK4 then works
+    without transforming each stage back and forth.
 
     Class-level options (`ClassVar`): `time_units` (e.g. `"s"`), `stiff` (pick a stiff
     solver by default), `phase` (a pair of variables to draw as a phase portrait),
@@ -115,8 +119,29 @@ class Model(eqx.Module):
         return {name: slow[name] + fast[name] for name in s.names}
 
     def rhs_nonstiff(self, t, s: State) -> Mapping[str, Any]:
-        """Non-stiff part of the right-hand side (treated explicitly by IMEX solvers)."""
-        raise NotImplementedError(f"{type(self).__name__} defines no rhs_nonstiff")
+        """Non-stiff part of the right-hand side (treated explicitly by IMEX solvers).
+
+        Default, for a model that defines `rhs_nonstiff_spectrum`: the inverse FFT of that.
+        """
+        if not self.has_spectrum():
+            raise NotImplementedError(f"{type(self).__name__} defines no rhs_nonstiff")
+        grid = self.spectral_grid()
+        s_hat = s.with_values({name: rfftn(value, grid) for name, value in s.items()})
+        spectra = self.rhs_nonstiff_spectrum(t, s, s_hat)
+        return {name: irfftn(spectra[name], grid) for name in s.names}
+
+    def rhs_nonstiff_spectrum(self, t, s: State, s_hat: State) -> Mapping[str, Any]:
+        """Optional: the Fourier spectrum of `rhs_nonstiff`, `{name: ds.rfftn(f, grid)}`.
+
+        For pseudo-spectral models on the periodic grid of [`spectral_grid`][]. `s` holds the
+        state's fields, `s_hat` their spectra (`ds.rfftn(s.<name>, grid)`, shape
+        `(n_0, ..., n_{d-1} // 2 + 1)`). Read whichever is cheaper: under `jit` the one
+        left unread is never computed. Returning the spectrum spares
+        [`ETDRK4`][difsim.solvers.ETDRK4] a forward FFT per stage, and reading `s_hat` an
+        inverse one. A model defining only this gets `rhs_nonstiff` (its inverse FFT) for
+        every other solver.
+        """
+        raise NotImplementedError(f"{type(self).__name__} defines no rhs_nonstiff_spectrum")
 
     def rhs_stiff(self, t, s: State) -> Mapping[str, Any]:
         """Stiff part of the right-hand side (treated implicitly by IMEX solvers)."""
@@ -124,8 +149,26 @@ class Model(eqx.Module):
 
     @classmethod
     def has_split(cls) -> bool:
-        """Whether the model defines both `rhs_nonstiff` and `rhs_stiff`."""
-        return cls.rhs_nonstiff is not Model.rhs_nonstiff and cls.rhs_stiff is not Model.rhs_stiff
+        """Whether the model defines `rhs_stiff` and `rhs_nonstiff` (or its spectrum)."""
+        nonstiff = cls.rhs_nonstiff is not Model.rhs_nonstiff or cls.has_spectrum()
+        return nonstiff and cls.rhs_stiff is not Model.rhs_stiff
+
+    @classmethod
+    def has_spectrum(cls) -> bool:
+        """Whether the model defines `rhs_nonstiff_spectrum`."""
+        return cls.rhs_nonstiff_spectrum is not Model.rhs_nonstiff_spectrum
+
+    def spectral_grid(self) -> Grid:
+        """The periodic grid `rhs_nonstiff_spectrum` transforms over: the model's only
+        [`Grid`][] field, which must be periodic on every axis."""
+        grids = self.grids()
+        if len(grids) != 1 or not grids[0].is_periodic:
+            found = ", ".join(g.describe() for g in grids) or "none"
+            raise ValueError(
+                f"{type(self).__name__}.rhs_nonstiff_spectrum needs exactly one Grid field, "
+                f"periodic on every axis (found: {found})"
+            )
+        return grids[0]
 
     def initial_state(self) -> State:
         """The initial state used by `simulate` (default: the `state` field)."""

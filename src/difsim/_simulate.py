@@ -21,7 +21,7 @@ from difsim._solver_defaults import resolve_solver_settings
 from difsim._stability import check_explicit_step
 from difsim._state import is_finite_concrete
 from difsim._status import Status, status_from_result
-from difsim._vector_field import Layout, VectorField, check_rhs
+from difsim._vector_field import Layout, SpectrumField, VectorField, check_rhs, check_spectrum
 
 DEFAULT_SAVE_POINTS = 101
 # State sizes above which named implicit solvers go matrix-free (solvers.newton_krylov).
@@ -130,6 +130,9 @@ def simulate(
             raise ValueError(f"initial value of state variable {var!r} of {name} is not finite")
     layout = Layout.of(state0)
     parts = ("rhs_nonstiff", "rhs_stiff") if imex else ("rhs",)
+    spectral = imex and model.has_spectrum()
+    if spectral:
+        check_spectrum(model, layout)  # first: the derived rhs_nonstiff would fail less clearly
     for part in parts:
         check_rhs(model, layout, part)
     if fixed_step and not imex:
@@ -137,6 +140,9 @@ def simulate(
             solver_obj, VectorField(layout, "rhs"), model, t0, layout.pack(state0.values), dt0, name
         )
     terms = tuple(dfx.ODETerm(VectorField(layout, part)) for part in parts)
+    if spectral:
+        physical = VectorField(layout, "rhs_nonstiff")
+        terms = (solvers.SpectralODETerm(physical, SpectrumField(layout)), terms[1])
     terms = dfx.MultiTerm(*terms) if imex else terms[0]
     dfx_event = None if event is None else to_diffrax_event(event, layout, rtol, atol)
     meter = dfx.TqdmProgressMeter() if progress else dfx.NoProgressMeter()

@@ -132,6 +132,11 @@ def _derivative_factor(grid: Grid, i: int, order: int, rank: int, dtype) -> Arra
     return jnp.asarray(factor.reshape(shape), dtype)
 
 
+def _check_order(order) -> None:
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
+        raise ValueError(f"order must be an integer >= 0, got {order!r}")
+
+
 def _complex_dtype(u: Array):
     return jnp.result_type(u.dtype, jnp.complex64)
 
@@ -153,8 +158,7 @@ def spectral_derivative(
 
     **Returns:** an array like `u` (units of `u` / lengthᵐ).
     """
-    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
-        raise ValueError(f"order must be an integer >= 0, got {order!r}")
+    _check_order(order)
     i = grid._axis_index(dim)
     u, u_hat = _transform(u, grid, "spectral_derivative")
     if order == 0:
@@ -219,10 +223,14 @@ def inverse_laplacian(f: Float[Array, "*shape"], grid: Grid) -> Float[Array, "*s
     **Returns:** an array like `f` (units of `f` × length²).
     """
     f, f_hat = _transform(f, grid, "inverse_laplacian", "f")
-    k2 = _k_squared(grid, f.ndim, _real_dtype(f))
+    return _back(_inverse_k_squared(grid, f.ndim, _real_dtype(f)) * f_hat, grid, f.dtype)
+
+
+def _inverse_k_squared(grid: Grid, rank: int, dtype) -> Array:
+    """`-1/|k|²`, and 0 for the mean mode."""
+    k2 = _k_squared(grid, rank, dtype)
     zero = k2 == 0
-    inverse = jnp.where(zero, 0, -1 / jnp.where(zero, 1, k2))
-    return _back(inverse * f_hat, grid, f.dtype)
+    return jnp.where(zero, 0, -1 / jnp.where(zero, 1, k2))
 
 
 def dealias(
@@ -242,14 +250,69 @@ def dealias(
 
     **Returns:** a real array like `u`.
     """
+    keep = dealias_mask(grid, fraction=fraction)
+    u, u_hat = _transform(u, grid, "dealias")
+    return _back(jnp.where(keep, u_hat, 0), grid, u.dtype)
+
+
+# ---------------------------------------------------------------- Fourier multipliers
+# For models that work on spectra (`Model.rhs_nonstiff_spectrum`): each operator above is
+# `irfftn(symbol * rfftn(u))`; these give the symbols, shaped to broadcast against the
+# spectrum of one field, `(n_0, ..., n_{d-1} // 2 + 1)`.
+
+
+def _symbol_dtype(grid: Grid, dtype, what: str):
+    _require_periodic(grid, what)
+    return jnp.zeros((), dtype).dtype if dtype is None else jnp.dtype(dtype)
+
+
+def derivative_symbol(
+    grid: Grid, dim: str | int, *, order: int = 1, dtype=None
+) -> Complex[Array, "..."]:
+    """The multiplier `(i k)ᵐ` of `∂ᵐ/∂xᵐ` along axis `dim`: `rfftn(∂ᵐu) = symbol · rfftn(u)`.
+
+    As in [`spectral_derivative`][], odd orders drop the Nyquist mode of an even axis.
+
+    **Arguments:**
+
+    - `grid`: a periodic grid.
+    - `dim`: axis name (`"x"`) or index.
+    - `order`: derivative order, an integer `>= 0`.
+    - `dtype`: real or complex dtype; the result is its complex counterpart (default: of
+        JAX's default float).
+
+    **Returns:** a complex array with `grid.ndim` axes: the spectrum's length on axis `dim`,
+    1 elsewhere (units of 1/lengthᵐ).
+    """
+    dtype = _symbol_dtype(grid, dtype, "derivative_symbol")
+    _check_order(order)
+    i = grid._axis_index(dim)
+    return _derivative_factor(grid, i, order, grid.ndim, jnp.result_type(dtype, jnp.complex64))
+
+
+def laplacian_symbol(grid: Grid, *, dtype=None) -> Float[Array, "*spectrum"]:
+    """The multiplier `-|k|²` of the Laplacian, shape `(n_0, ..., n_{d-1} // 2 + 1)`
+    (units of 1/length²), in the real `dtype` (default: JAX's default float)."""
+    dtype = _symbol_dtype(grid, dtype, "laplacian_symbol")
+    return jnp.broadcast_to(-_k_squared(grid, grid.ndim, dtype), _spectrum_shape(grid))
+
+
+def inverse_laplacian_symbol(grid: Grid, *, dtype=None) -> Float[Array, "*spectrum"]:
+    """The multiplier `-1/|k|²` of [`inverse_laplacian`][] (0 for the mean mode), shape
+    `(n_0, ..., n_{d-1} // 2 + 1)` (units of length²), in the real `dtype`."""
+    dtype = _symbol_dtype(grid, dtype, "inverse_laplacian_symbol")
+    return jnp.broadcast_to(_inverse_k_squared(grid, grid.ndim, dtype), _spectrum_shape(grid))
+
+
+def dealias_mask(grid: Grid, *, fraction: float = 2 / 3) -> np.ndarray:
+    """The modes [`dealias`][] keeps: a boolean NumPy array of shape
+    `(n_0, ..., n_{d-1} // 2 + 1)`, false where `|k_i| > fraction · k_max,i` on any axis."""
+    _require_periodic(grid, "dealias")
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
-    u, u_hat = _transform(u, grid, "dealias")
-    lead = u.ndim - grid.ndim
     keep = np.ones(_spectrum_shape(grid), dtype=bool)
     for i, (m, n) in enumerate(zip(_mode_numbers(grid), grid.shape)):
         shape = [1] * grid.ndim
         shape[i] = len(m)
         keep = keep & (np.abs(m) <= fraction * (n / 2)).reshape(shape)
-    keep = keep.reshape((1,) * lead + keep.shape)
-    return _back(jnp.where(keep, u_hat, 0), grid, u.dtype)
+    return keep

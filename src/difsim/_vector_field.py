@@ -83,10 +83,28 @@ class VectorField(eqx.Module):
         return self.layout.pack(derivative)
 
 
+class SpectrumField(eqx.Module):
+    """`(t, y, y_hat, model) -> rfftn of model.rhs_nonstiff` for a packed state `(n_vars,
+    *grid)`: the `spectrum` of a [`difsim.solvers.SpectralODETerm`][]."""
+
+    layout: Layout
+
+    def __call__(self, t, y, y_hat, model):
+        out = model.rhs_nonstiff_spectrum(t, self.layout.view(y), self.layout.view(y_hat))
+        if isinstance(out, State):
+            out = out.values
+        dtype = jnp.result_type(self.layout.dtype, jnp.complex64)
+        return jnp.stack(
+            [
+                jnp.broadcast_to(jnp.asarray(out[n], dtype), y_hat.shape[1:])
+                for n in self.layout.names
+            ]
+        )
+
+
 def check_rhs(model, layout: Layout, part: str) -> None:
     """Trace `model.<part>` once (no FLOPs) and raise a `ValueError` naming any variable
     whose derivative is missing, unexpected, or of a shape that does not fit."""
-    cls = type(model).__name__
     t = jax.ShapeDtypeStruct((), layout.dtype)
     y = {
         name: jax.ShapeDtypeStruct(shape, layout.dtype)
@@ -96,7 +114,37 @@ def check_rhs(model, layout: Layout, part: str) -> None:
     def call(t, values):
         return getattr(model, part)(t, State.from_info(layout.info, values))
 
-    out = jax.eval_shape(call, t, y)
+    _check_output(model, layout, part, jax.eval_shape(call, t, y), layout.shapes)
+
+
+def check_spectrum(model, layout: Layout) -> None:
+    """As [`check_rhs`][] for `model.rhs_nonstiff_spectrum`, which also needs every state
+    variable to be a field on the model's periodic grid."""
+    cls = type(model).__name__
+    grid = model.spectral_grid()
+    for name, shape in zip(layout.names, layout.shapes):
+        if shape != grid.shape:
+            raise ValueError(
+                f"{cls}.rhs_nonstiff_spectrum needs every state variable on the grid "
+                f"{grid.shape}, but {name!r} has shape {shape}"
+            )
+    spectrum = grid.shape[:-1] + (grid.shape[-1] // 2 + 1,)
+    t = jax.ShapeDtypeStruct((), layout.dtype)
+    y = {name: jax.ShapeDtypeStruct(grid.shape, layout.dtype) for name in layout.names}
+    cdtype = jnp.result_type(layout.dtype, jnp.complex64)
+    y_hat = {name: jax.ShapeDtypeStruct(spectrum, cdtype) for name in layout.names}
+
+    def call(t, values, spectra):
+        s, s_hat = (State.from_info(layout.info, v) for v in (values, spectra))
+        return model.rhs_nonstiff_spectrum(t, s, s_hat)
+
+    out = jax.eval_shape(call, t, y, y_hat)
+    shapes = (spectrum,) * len(layout.names)
+    _check_output(model, layout, "rhs_nonstiff_spectrum", out, shapes, "spectrum's shape")
+
+
+def _check_output(model, layout: Layout, part: str, out, shapes, what: str = "shape") -> None:
+    cls = type(model).__name__
     if isinstance(out, State):
         out = out.values
     if not isinstance(out, Mapping):
@@ -115,7 +163,7 @@ def check_rhs(model, layout: Layout, part: str) -> None:
             f"{cls}.{part} returned {extra[0]!r}, which is not a state variable of {cls} "
             f"(variables: {', '.join(layout.names)})"
         )
-    for name, shape in zip(layout.names, layout.shapes):
+    for name, shape in zip(layout.names, shapes):
         got = tuple(getattr(out[name], "shape", np.shape(out[name])))
         try:
             fits = np.broadcast_shapes(got, shape) == shape
@@ -124,5 +172,5 @@ def check_rhs(model, layout: Layout, part: str) -> None:
         if not fits:
             raise ValueError(
                 f"{cls}.{part} returned shape {got} for state variable {name!r}, whose "
-                f"shape is {shape}"
+                f"{what} is {shape}"
             )
