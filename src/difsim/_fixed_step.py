@@ -18,9 +18,10 @@ import jax.numpy as jnp
 import numpy as np
 
 _LATTICE_RTOL = 1e-9  # how close save times must be to multiples of the step
-# Steps × state entries below which reverse mode stores every step instead of checkpointing
-# blocks (at most ~0.5 MiB per stored stage in float64).
-_STORE_ALL = 2**16
+# Steps × state entries up to which reverse mode stores every step instead of checkpointing
+# blocks: ≤ 128 KiB per stored stage in float64, and for a state of 1024 entries or more no
+# more steps than the 16 that are always stored (an implicit step may store a Jacobian).
+_STORE_ALL = 2**14
 
 
 class ScanPlan(NamedTuple):
