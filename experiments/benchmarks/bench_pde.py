@@ -74,7 +74,6 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-import diffrax as dfx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import (  # noqa: E402
@@ -90,6 +89,7 @@ from _common import (  # noqa: E402
 )
 from _pde_memory import bench_memory, grad_child  # noqa: E402
 from _pde_report import matched, render, summary  # noqa: E402
+from _pde_variants import PhysicalKS, raw_diffrax_ks  # noqa: E402
 from _report import render_header  # noqa: E402
 
 import difsim as ds  # noqa: E402
@@ -364,51 +364,6 @@ def bench_gs(n: int, cfg: Settings, tmp: Path) -> dict:
 
 
 # ------------------------------------------------------------------ 4. where KS time goes
-class PhysicalKS(ds.models.KuramotoSivashinsky):
-    """The zoo model without its Fourier-space hook: the same non-stiff term, returned in
-    physical space (so ETDRK4 transforms every stage back and the term forward again)."""
-
-    rhs_nonstiff_spectrum = ds.Model.rhs_nonstiff_spectrum  # undo the hook
-
-    def rhs_nonstiff(self, t, s):
-        derivative = ds.derivative_symbol(self.grid, "x", dtype=s.u.dtype)
-        multiplier = jnp.where(ds.dealias_mask(self.grid), -0.5 * derivative, 0)
-        return dict(u=ds.irfftn(multiplier * ds.rfftn(s.u**2, self.grid), self.grid))
-
-
-def raw_diffrax_ks(n: int, dt: float, t1: float) -> Callable:
-    """diffrax + difsim's ETDRK4 on hand-written terms (one FFT pair per evaluation)."""
-    from difsim.solvers import ETDRK4
-
-    k = 2 * np.pi * np.fft.rfftfreq(n, KS_LENGTH / n)
-    derivative = np.where(np.arange(n // 2 + 1) <= 2 / 3 * (n // 2), -0.5j * k, 0)[None]
-    symbol = (k**2 - k**4)[None]
-
-    def nonstiff(t, y, args):
-        return jnp.fft.irfft(derivative * jnp.fft.rfft(y**2, axis=-1), n, axis=-1)
-
-    def stiff(t, y, args):
-        return jnp.fft.irfft(symbol * jnp.fft.rfft(y, axis=-1), n, axis=-1)
-
-    terms = dfx.MultiTerm(dfx.ODETerm(nonstiff), dfx.ODETerm(stiff))
-
-    def solve(u0):
-        sol = dfx.diffeqsolve(
-            terms,
-            ETDRK4(),
-            0.0,
-            t1,
-            dt,
-            u0[None],
-            stepsize_controller=dfx.ConstantStepSize(),
-            saveat=dfx.SaveAt(t1=True),
-            max_steps=steps_of(t1, dt) + 1,
-        )
-        return sol.ys[0, 0]
-
-    return jax.jit(solve)
-
-
 def bench_variants(n: int, cfg: Settings, dt: float = 0.125) -> dict:
     """One KS solve written five ways: where difsim's time goes relative to exponax."""
     from _pde_refs import exponax_ks
@@ -421,7 +376,9 @@ def bench_variants(n: int, cfg: Settings, dt: float = 0.125) -> dict:
     calls = {
         "difsim, zoo model (non-stiff term as a spectrum)": partial(solve, model),
         "difsim, non-stiff term in physical space": partial(solve, physical),
-        "diffrax + difsim's ETDRK4, hand-written terms": partial(raw_diffrax_ks(n, dt, KS_T1), u0),
+        "diffrax + difsim's ETDRK4, hand-written terms": partial(
+            raw_diffrax_ks(n, KS_LENGTH, dt, KS_T1, steps), u0
+        ),
         "exponax.repeat (physical space)": partial(
             exponax_ks(n, KS_LENGTH, dt, steps, repeat=True), u0
         ),
