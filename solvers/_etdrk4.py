@@ -243,13 +243,12 @@ def _symbol(stiff: Callable, impulse, axes: tuple[int, ...]) -> Complex[Array, "
     # absolute error ~eps * max|symbol|: 1e-3 to 1e-1 relative for Kuramoto–Sivashinsky.
     # A second probe whose spectrum is ~1/|symbol| (floored at sqrt(eps) * max) gives a
     # response of even magnitude across modes, hence the symbol to ~1e-6 relative in float32.
-    y0 = impulse
     magnitude = jnp.abs(_fft(stiff(impulse), axes))
-    floor = jnp.sqrt(jnp.finfo(y0.dtype).eps) * jnp.max(magnitude, axis=axes, keepdims=True)
+    floor = jnp.sqrt(jnp.finfo(impulse.dtype).eps) * jnp.max(magnitude, axis=axes, keepdims=True)
     magnitude = jnp.maximum(magnitude, floor)
     magnitude = jnp.where(magnitude > 0, magnitude, 1)  # a zero stiff term: the impulse again
     spectrum = jnp.min(magnitude, axis=axes, keepdims=True) / magnitude  # in [sqrt(eps), 1]
-    probe = _ifft(spectrum.astype(_complex(y0.dtype)), axes, y0.shape)
+    probe = _ifft(spectrum.astype(_complex(impulse.dtype)), axes, impulse.shape)
     # Divide by the probe's actual (rounded) spectrum, not the intended one.
     return _fft(stiff(probe), axes) / _fft(probe, axes)
 
