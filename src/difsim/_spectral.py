@@ -29,7 +29,8 @@ def _real_dtype(x: Array) -> jnp.dtype:
     return jnp.finfo(x.dtype).dtype
 
 
-def _spectrum_shape(grid: Grid) -> tuple[int, ...]:
+def spectrum_shape(grid: Grid) -> tuple[int, ...]:
+    """The shape of one field's `rfftn` spectrum on `grid`: `(n_0, ..., n_{d-1} // 2 + 1)`."""
     return grid.shape[:-1] + (grid.shape[-1] // 2 + 1,)
 
 
@@ -93,7 +94,7 @@ def irfftn(u_hat: Complex[Array, "*spectrum"], grid: Grid) -> Float[Array, "*sha
     - `grid`: a periodic grid.
     """
     _require_periodic(grid, "irfftn")
-    expected = _spectrum_shape(grid)
+    expected = spectrum_shape(grid)
     shape = tuple(jnp.shape(u_hat))
     if len(shape) < grid.ndim or shape[len(shape) - grid.ndim :] != expected:
         raise ValueError(
@@ -294,14 +295,14 @@ def laplacian_symbol(grid: Grid, *, dtype=None) -> Float[Array, "*spectrum"]:
     """The multiplier `-|k|²` of the Laplacian, shape `(n_0, ..., n_{d-1} // 2 + 1)`
     (units of 1/length²), in the real `dtype` (default: JAX's default float)."""
     dtype = _symbol_dtype(grid, dtype, "laplacian_symbol")
-    return jnp.broadcast_to(-_k_squared(grid, grid.ndim, dtype), _spectrum_shape(grid))
+    return jnp.broadcast_to(-_k_squared(grid, grid.ndim, dtype), spectrum_shape(grid))
 
 
 def inverse_laplacian_symbol(grid: Grid, *, dtype=None) -> Float[Array, "*spectrum"]:
     """The multiplier `-1/|k|²` of [`inverse_laplacian`][] (0 for the mean mode), shape
     `(n_0, ..., n_{d-1} // 2 + 1)` (units of length²), in the real `dtype`."""
     dtype = _symbol_dtype(grid, dtype, "inverse_laplacian_symbol")
-    return jnp.broadcast_to(_inverse_k_squared(grid, grid.ndim, dtype), _spectrum_shape(grid))
+    return jnp.broadcast_to(_inverse_k_squared(grid, grid.ndim, dtype), spectrum_shape(grid))
 
 
 def dealias_mask(grid: Grid, *, fraction: float = 2 / 3) -> np.ndarray:
@@ -310,7 +311,7 @@ def dealias_mask(grid: Grid, *, fraction: float = 2 / 3) -> np.ndarray:
     _require_periodic(grid, "dealias")
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
-    keep = np.ones(_spectrum_shape(grid), dtype=bool)
+    keep = np.ones(spectrum_shape(grid), dtype=bool)
     for i, (m, n) in enumerate(zip(_mode_numbers(grid), grid.shape)):
         shape = [1] * grid.ndim
         shape[i] = len(m)

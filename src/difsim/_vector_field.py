@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from difsim._spectral import spectrum_shape
 from difsim._state import State, VarInfo
 
 
@@ -128,7 +129,7 @@ def check_spectrum(model, layout: Layout) -> None:
                 f"{cls}.rhs_nonstiff_spectrum needs every state variable on the grid "
                 f"{grid.shape}, but {name!r} has shape {shape}"
             )
-    spectrum = grid.shape[:-1] + (grid.shape[-1] // 2 + 1,)
+    spectrum = spectrum_shape(grid)
     t = jax.ShapeDtypeStruct((), layout.dtype)
     y = {name: jax.ShapeDtypeStruct(grid.shape, layout.dtype) for name in layout.names}
     cdtype = jnp.result_type(layout.dtype, jnp.complex64)
