@@ -5,13 +5,14 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
+from difsim._pde import Grid, advection
 
 # `None` means "derive the initial field from the grid" (see `initial_state`).
 _FROM_GRID = None
 
 
-class LinearAdvection(ds.Model):
+class LinearAdvection(Model):
     r"""Linear advection: a profile carried unchanged at constant velocity $\mathbf c$.
 
     $$\frac{\partial u}{\partial t} + \nabla\cdot(\mathbf c\,u) = 0
@@ -35,13 +36,11 @@ class LinearAdvection(ds.Model):
     ch. 2 and 6; WENO5: G.-S. Jiang and C.-W. Shu, J. Comput. Phys. 126, 202 (1996).
     """
 
-    c: float = ds.param(1.0, units="m/s", description="advection velocity (one per axis)")
-    grid: ds.Grid = ds.param(
-        ds.Grid.periodic(128, 1.0), description="spatial grid and boundary conditions"
-    )
+    c: float = param(1.0, units="m/s", description="advection velocity (one per axis)")
+    grid: Grid = param(Grid.periodic(128, 1.0), description="spatial grid and boundary conditions")
     scheme: str = eqx.field(default="weno5", static=True)
     limiter: str = eqx.field(default="van_leer", static=True)
-    state = ds.State(u=ds.Var(_FROM_GRID, units="1", description="advected quantity"))
+    state = State(u=Var(_FROM_GRID, units="1", description="advected quantity"))
     time_units: ClassVar[str] = "s"
     solver_defaults: ClassVar[dict[str, Any]] = {"solver": "tsit5", "controller": "pid"}
 
@@ -58,7 +57,7 @@ class LinearAdvection(ds.Model):
         c = jnp.asarray(self.c)
         return tuple(c if c.ndim == 0 else c[i] for i in range(self.grid.ndim))
 
-    def initial_state(self) -> ds.State:
+    def initial_state(self) -> State:
         """A Gaussian pulse centred in the domain for `u`, unless `state.u` was set."""
         u = self.state.u
         if u is None:
@@ -72,7 +71,7 @@ class LinearAdvection(ds.Model):
 
     def rhs(self, t, s):
         return dict(
-            u=ds.advection(
+            u=advection(
                 s.u, self.velocity(), self.grid, scheme=self.scheme, limiter=self.limiter, t=t
             )
         )

@@ -5,13 +5,14 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
+from difsim._pde import Grid, conservative_divergence, laplacian
 
 # `None` means "derive the initial field from the grid" (see `initial_state`).
 _FROM_GRID = None
 
 
-class Burgers(ds.Model):
+class Burgers(Model):
     r"""Viscous Burgers equation, the simplest model of nonlinear steepening and shocks.
 
     $$\frac{\partial u}{\partial t} + \nabla\cdot\Big(\frac{u^2}{2}\,\mathbf 1\Big)
@@ -39,18 +40,18 @@ class Burgers(ds.Model):
     *Linear and Nonlinear Waves* (Wiley, 1974), §4.
     """
 
-    nu: float = ds.param(0.01 / jnp.pi, units="m^2/s", description="kinematic viscosity")
-    grid: ds.Grid = ds.param(
-        ds.Grid.dirichlet(256, 2.0, origin=-1.0),
+    nu: float = param(0.01 / jnp.pi, units="m^2/s", description="kinematic viscosity")
+    grid: Grid = param(
+        Grid.dirichlet(256, 2.0, origin=-1.0),
         description="spatial grid and boundary conditions",
     )
     scheme: str = eqx.field(default="weno5", static=True)
     limiter: str = eqx.field(default="van_leer", static=True)
-    state = ds.State(u=ds.Var(_FROM_GRID, units="m/s", description="velocity"))
+    state = State(u=Var(_FROM_GRID, units="m/s", description="velocity"))
     time_units: ClassVar[str] = "s"
     solver_defaults: ClassVar[dict[str, Any]] = {"solver": "tsit5", "controller": "pid"}
 
-    def initial_state(self) -> ds.State:
+    def initial_state(self) -> State:
         """$-\\prod_i\\sin(2\\pi(x_i - m_i)/L_i)$ for `u`, unless `state.u` was set."""
         u = self.state.u
         if u is None:
@@ -66,10 +67,10 @@ class Burgers(ds.Model):
         def flux(u):
             return (0.5 * u * u,) * ndim
 
-        divergence = ds.conservative_divergence(
+        divergence = conservative_divergence(
             s.u, flux, self.grid, speed=jnp.abs, scheme=self.scheme, limiter=self.limiter, t=t
         )
         return dict(u=-divergence)
 
     def rhs_stiff(self, t, s):
-        return dict(u=self.nu * ds.laplacian(s.u, self.grid, t=t))
+        return dict(u=self.nu * laplacian(s.u, self.grid, t=t))

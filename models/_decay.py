@@ -4,10 +4,10 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
 
 
-class ExponentialDecay(ds.Model):
+class ExponentialDecay(Model):
     r"""First-order decay $\dot y = -k\,y$, e.g. radioactive decay or a first-order reaction.
 
     Exact solution from $t = 0$: $y(t) = y_0\,e^{-k t}$; the half-life is $\ln 2 / k$.
@@ -20,8 +20,8 @@ class ExponentialDecay(ds.Model):
     literature value is needed for a linear test problem).
     """
 
-    k: float = ds.param(1.0, units="1/s", description="decay rate constant")
-    state = ds.State(y=ds.Var(1.0, units="1", description="amount remaining"))
+    k: float = param(1.0, units="1/s", description="decay rate constant")
+    state = State(y=Var(1.0, units="1", description="amount remaining"))
     time_units: ClassVar[str] = "s"
 
     def rhs(self, t, s):

@@ -2,12 +2,12 @@
 
 from typing import ClassVar
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
 
 _PERSON = "person"
 
 
-class SIR(ds.Model):
+class SIR(Model):
     r"""Kermack–McKendrick SIR epidemic in a closed population of $N = S + I + R$ people.
 
     $$\dot S = -\beta \frac{S I}{N},\qquad \dot I = \beta \frac{S I}{N} - \gamma I,\qquad
@@ -30,12 +30,12 @@ class SIR(ds.Model):
     (1927).
     """
 
-    beta: float = ds.param(1.66, units="1/day", description="transmission rate")
-    gamma: float = ds.param(1.0 / 2.2, units="1/day", description="recovery rate")
-    state = ds.State(
-        S=ds.Var(762.0, units=_PERSON, description="susceptible"),
-        I=ds.Var(1.0, units=_PERSON, description="infectious"),
-        R=ds.Var(0.0, units=_PERSON, description="recovered"),
+    beta: float = param(1.66, units="1/day", description="transmission rate")
+    gamma: float = param(1.0 / 2.2, units="1/day", description="recovery rate")
+    state = State(
+        S=Var(762.0, units=_PERSON, description="susceptible"),
+        I=Var(1.0, units=_PERSON, description="infectious"),
+        R=Var(0.0, units=_PERSON, description="recovered"),
     )
     time_units: ClassVar[str] = "day"
     phase: ClassVar = ("S", "I")
@@ -51,7 +51,7 @@ class SIR(ds.Model):
         return dict(S=-infection, I=infection - recovery, R=recovery)
 
 
-class SEIR(ds.Model):
+class SEIR(Model):
     r"""SEIR epidemic: SIR with a latent (exposed, not yet infectious) stage.
 
     $$\dot S = -\beta \frac{S I}{N},\quad \dot E = \beta \frac{S I}{N} - \sigma E,\quad
@@ -71,14 +71,14 @@ class SEIR(ds.Model):
     9, 291 (2009). These defaults are illustrative, not a joint fit of the SEIR model.
     """
 
-    beta: float = ds.param(1.66, units="1/day", description="transmission rate")
-    sigma: float = ds.param(1.0 / 1.4, units="1/day", description="rate of becoming infectious")
-    gamma: float = ds.param(1.0 / 2.2, units="1/day", description="recovery rate")
-    state = ds.State(
-        S=ds.Var(762.0, units=_PERSON, description="susceptible"),
-        E=ds.Var(0.0, units=_PERSON, description="exposed (latent)"),
-        I=ds.Var(1.0, units=_PERSON, description="infectious"),
-        R=ds.Var(0.0, units=_PERSON, description="recovered"),
+    beta: float = param(1.66, units="1/day", description="transmission rate")
+    sigma: float = param(1.0 / 1.4, units="1/day", description="rate of becoming infectious")
+    gamma: float = param(1.0 / 2.2, units="1/day", description="recovery rate")
+    state = State(
+        S=Var(762.0, units=_PERSON, description="susceptible"),
+        E=Var(0.0, units=_PERSON, description="exposed (latent)"),
+        I=Var(1.0, units=_PERSON, description="infectious"),
+        R=Var(0.0, units=_PERSON, description="recovered"),
     )
     time_units: ClassVar[str] = "day"
     phase: ClassVar = ("S", "I")

@@ -5,10 +5,11 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
+from difsim._pde import Grid, laplacian
 
 
-class FitzHughNagumo(ds.Model):
+class FitzHughNagumo(Model):
     r"""FitzHugh–Nagumo reaction–diffusion model of an excitable medium (spiral waves).
 
     $$u_t = D \nabla^2 u + u - \frac{u^3}{3} - v,\qquad v_t = \varepsilon (u + a - b v)$$
@@ -21,7 +22,7 @@ class FitzHughNagumo(ds.Model):
     fronts travel at an exactly known speed.
 
     **Discretisation:** second-order finite differences on a cell-centred grid
-    (`ds.laplacian` with the grid's Neumann boundaries, which conserves $\int u$ under
+    (`laplacian` with the grid's Neumann boundaries, which conserves $\int u$ under
     diffusion alone). `rhs_stiff` is the diffusion, `rhs_nonstiff` the kinetics. At the
     default resolution the diffusion is not stiff: the default solver is `tsit5`.
 
@@ -42,16 +43,16 @@ class FitzHughNagumo(ds.Model):
     J. Nagumo, S. Arimoto and S. Yoshizawa, Proc. IRE 50, 2061 (1962).
     """
 
-    D: float = ds.param(1.0, units="length^2/time", description="diffusivity of u")
-    a: float = ds.param(0.7, units="1", description="offset of the recovery nullcline")
-    b: float = ds.param(0.8, units="1", description="slope factor of the recovery nullcline")
-    eps: float = ds.param(0.02, units="1", description="recovery rate (time-scale ratio)")
-    grid: ds.Grid = ds.param(
-        ds.Grid.neumann((128, 128), (160.0, 160.0)), description="2-D grid, no-flux sides"
+    D: float = param(1.0, units="length^2/time", description="diffusivity of u")
+    a: float = param(0.7, units="1", description="offset of the recovery nullcline")
+    b: float = param(0.8, units="1", description="slope factor of the recovery nullcline")
+    eps: float = param(0.02, units="1", description="recovery rate (time-scale ratio)")
+    grid: Grid = param(
+        Grid.neumann((128, 128), (160.0, 160.0)), description="2-D grid, no-flux sides"
     )
-    state = ds.State(
-        u=ds.Var(None, units="1", description="excitation (membrane potential)"),
-        v=ds.Var(None, units="1", description="recovery variable"),
+    state = State(
+        u=Var(None, units="1", description="excitation (membrane potential)"),
+        v=Var(None, units="1", description="recovery variable"),
     )
     solver_defaults: ClassVar = {"solver": "tsit5", "rtol": 1e-5, "atol": 1e-5}
 
@@ -69,7 +70,7 @@ class FitzHughNagumo(ds.Model):
         u = jnp.cbrt(-q / 2 + root) + jnp.cbrt(-q / 2 - root)
         return u, (u + self.a) / self.b
 
-    def initial_state(self) -> ds.State:
+    def initial_state(self) -> State:
         """The cross-field stimulus on the rest state, for each variable not set."""
         declared = self.state
         x, y = self.grid.mesh()
@@ -87,7 +88,7 @@ class FitzHughNagumo(ds.Model):
         return dict(u=s.u - s.u**3 / 3 - s.v, v=self.eps * (s.u + self.a - self.b * s.v))
 
     def rhs_stiff(self, t, s):
-        return dict(u=self.D * ds.laplacian(s.u, self.grid), v=jnp.zeros_like(s.v))
+        return dict(u=self.D * laplacian(s.u, self.grid), v=jnp.zeros_like(s.v))
 
     def front_speed(self, v: float | None = None):
         r"""Exact speed of a planar front with frozen recovery ($\varepsilon = 0$) and

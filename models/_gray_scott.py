@@ -5,10 +5,11 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-import difsim as ds
+from difsim._core import Model, State, Var, observable, param
+from difsim._pde import Grid, laplacian
 
 
-class GrayScott(ds.Model):
+class GrayScott(Model):
     r"""Gray–Scott reaction–diffusion system, whose patterns Pearson (1993) classified.
 
     $$u_t = D_u \nabla^2 u - u v^2 + F (1 - u),\qquad
@@ -22,7 +23,7 @@ class GrayScott(ds.Model):
     domain by $t \approx 10^4$ (other types: see Munafo's map below).
 
     **Discretisation:** second-order finite differences on a periodic grid
-    (`ds.laplacian`). `rhs_stiff` is the diffusion, `rhs_nonstiff` the reactions. The
+    (`laplacian`). `rhs_stiff` is the diffusion, `rhs_nonstiff` the reactions. The
     default solver is Tsit5 with a fixed step `dt0 = 1` (Pearson's forward Euler used
     $\Delta t = 1$ too): at Pearson's scales the diffusion is not stiff on grids up to 256²,
     and Tsit5 beats `etdrk4` (also supported) at equal error. Resolve the patterns: the
@@ -48,19 +49,17 @@ class GrayScott(ds.Model):
     by the Gray-Scott model: Pearson's parametrization", mrob.com/pub/comp/xmorphia.
     """
 
-    Du: float = ds.param(2e-5, units="length^2/time", description="diffusivity of u")
-    Dv: float = ds.param(1e-5, units="length^2/time", description="diffusivity of v")
-    F: float = ds.param(0.046, units="1/time", description="feed rate of u")
-    k: float = ds.param(0.061, units="1/time", description="removal rate of v, minus F")
-    noise: float = ds.param(0.01, units="1", description="relative amplitude of initial noise")
-    seed: int = ds.param(0, description="random seed of the initial noise")
-    square: float = ds.param(0.2, units="length", description="side of the perturbed square")
-    grid: ds.Grid = ds.param(
-        ds.Grid.periodic((256, 256), (2.5, 2.5)), description="periodic 2-D grid"
-    )
-    state = ds.State(
-        u=ds.Var(None, units="1", description="concentration of U (substrate)"),
-        v=ds.Var(None, units="1", description="concentration of V (autocatalyst)"),
+    Du: float = param(2e-5, units="length^2/time", description="diffusivity of u")
+    Dv: float = param(1e-5, units="length^2/time", description="diffusivity of v")
+    F: float = param(0.046, units="1/time", description="feed rate of u")
+    k: float = param(0.061, units="1/time", description="removal rate of v, minus F")
+    noise: float = param(0.01, units="1", description="relative amplitude of initial noise")
+    seed: int = param(0, description="random seed of the initial noise")
+    square: float = param(0.2, units="length", description="side of the perturbed square")
+    grid: Grid = param(Grid.periodic((256, 256), (2.5, 2.5)), description="periodic 2-D grid")
+    state = State(
+        u=Var(None, units="1", description="concentration of U (substrate)"),
+        v=Var(None, units="1", description="concentration of V (autocatalyst)"),
     )
     # At Pearson's spacing diffusion is only mildly stiff (dt·ρ ≈ 1.7 at dt = 1): Tsit5 with a
     # fixed step beats ETDRK4 at equal error by 2.6x (experiments/benchmarks/bench_pde.py).
@@ -70,7 +69,7 @@ class GrayScott(ds.Model):
         if self.grid.ndim != 2:
             raise ValueError(f"GrayScott needs a 2-D grid, got {self.grid.describe()}")
 
-    def initial_state(self) -> ds.State:
+    def initial_state(self) -> State:
         """Pearson's perturbed square with noise, for each variable not set explicitly."""
         declared = self.state
         inside = jnp.ones(self.grid.shape, dtype=bool)
@@ -95,17 +94,15 @@ class GrayScott(ds.Model):
         return dict(u=-reaction + self.F * (1 - s.u), v=reaction - (self.F + self.k) * s.v)
 
     def rhs_stiff(self, t, s):
-        return dict(
-            u=self.Du * ds.laplacian(s.u, self.grid), v=self.Dv * ds.laplacian(s.v, self.grid)
-        )
+        return dict(u=self.Du * laplacian(s.u, self.grid), v=self.Dv * laplacian(s.v, self.grid))
 
     # Pattern statistics for sweeps over (F, k) (experiments/gray_scott_atlas.toml).
-    @ds.observable(units="1", description="spatial standard deviation of v at the end")
+    @observable(units="1", description="spatial standard deviation of v at the end")
     def v_contrast(self, ts, ys):
         """Zero for a uniform state (no pattern, or the trivial u = 1, v = 0 state)."""
         return jnp.std(ys["v"][-1])
 
-    @ds.observable(units="1", description="fraction of the domain with v > 0.1 at the end")
+    @observable(units="1", description="fraction of the domain with v > 0.1 at the end")
     def v_coverage(self, ts, ys):
         """How far the pattern has spread from the initial square (0 to 1)."""
         return jnp.mean((ys["v"][-1] > 0.1).astype(ys["v"].dtype))

@@ -5,13 +5,14 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
+from difsim._pde import Dirichlet, Grid, Periodic, laplacian
 
 # `None` means "derive the initial field from the grid" (see `initial_state`).
 _FROM_GRID = None
 
 
-def _fundamental_mode(grid: ds.Grid, dtype: Any = None) -> Any:
+def _fundamental_mode(grid: Grid, dtype: Any = None) -> Any:
     r"""The slowest-decaying non-constant eigenfunction of $\nabla^2$ with the grid's
     homogeneous boundary types, sampled on the grid (amplitude 1, shape `grid.shape`).
 
@@ -23,17 +24,17 @@ def _fundamental_mode(grid: ds.Grid, dtype: Any = None) -> Any:
     for i, x in enumerate(grid.mesh(dtype)):
         low, high = grid.bc[i]
         xi = (x - grid.origin[i]) / grid.extent[i]
-        if isinstance(low, ds.Periodic):
+        if isinstance(low, Periodic):
             factor = jnp.sin(2 * jnp.pi * xi)
         else:
             # A quarter wave when the two sides differ, a half wave when they agree.
             k = jnp.pi if type(low) is type(high) else jnp.pi / 2
-            factor = jnp.sin(k * xi) if isinstance(low, ds.Dirichlet) else jnp.cos(k * xi)
+            factor = jnp.sin(k * xi) if isinstance(low, Dirichlet) else jnp.cos(k * xi)
         u = u * factor
     return u
 
 
-class Heat(ds.Model):
+class Heat(Model):
     r"""Heat (diffusion) equation on the model's grid, in 1, 2 or 3 dimensions.
 
     $$\frac{\partial u}{\partial t} = D\,\nabla^2 u + s$$
@@ -59,14 +60,12 @@ class Heat(ds.Model):
     Heat and Mass Transfer*, 6th ed. (Wiley, 2007), Table A.1.
     """
 
-    D: float = ds.param(1.11e-4, units="m^2/s", description="thermal diffusivity")
-    source: float = ds.param(0.0, units="K/s", description="heat source (number or field)")
-    grid: ds.Grid = ds.param(
-        ds.Grid.dirichlet(64, 0.1), description="spatial grid and boundary conditions"
-    )
+    D: float = param(1.11e-4, units="m^2/s", description="thermal diffusivity")
+    source: float = param(0.0, units="K/s", description="heat source (number or field)")
+    grid: Grid = param(Grid.dirichlet(64, 0.1), description="spatial grid and boundary conditions")
     order: int = eqx.field(default=2, static=True)
-    state = ds.State(
-        u=ds.Var(_FROM_GRID, units="K", description="temperature excess"),
+    state = State(
+        u=Var(_FROM_GRID, units="K", description="temperature excess"),
     )
     time_units: ClassVar[str] = "s"
     # Crank–Nicolson: second order and unconditionally stable, so the step follows accuracy,
@@ -81,7 +80,7 @@ class Heat(ds.Model):
         if self.order not in (2, 4):
             raise ValueError(f"Heat: order must be 2 or 4, got {self.order!r}")
 
-    def initial_state(self) -> ds.State:
+    def initial_state(self) -> State:
         """The grid's fundamental mode for `u`, unless `state.u` was set."""
         u = self.state.u
         u = _fundamental_mode(self.grid) if u is None else jnp.broadcast_to(u, self.grid.shape)
@@ -91,4 +90,4 @@ class Heat(ds.Model):
         return dict(u=jnp.broadcast_to(jnp.asarray(self.source, s.u.dtype), s.u.shape))
 
     def rhs_stiff(self, t, s):
-        return dict(u=self.D * ds.laplacian(s.u, self.grid, order=self.order, t=t))
+        return dict(u=self.D * laplacian(s.u, self.grid, order=self.order, t=t))

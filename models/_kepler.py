@@ -4,14 +4,14 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
 
 # `None` means "derive this initial value from the eccentricity `e`" (see initial_state):
 # unlike a numeric placeholder it can never leak into a computation unnoticed.
 _FROM_E = None
 
 
-class Kepler(ds.Model):
+class Kepler(Model):
     r"""Kepler problem: a body orbiting a fixed centre of attraction, with $GM = 1$.
 
     $$\dot q = p,\qquad \dot p = -\frac{q}{\lVert q\rVert^3},\qquad q, p \in \mathbb{R}^2$$
@@ -36,16 +36,16 @@ class Kepler(ds.Model):
     (2nd ed., Springer 2006), §I.2.3, which uses these initial values with $e = 0.6$.
     """
 
-    e: float = ds.param(0.6, units="1", description="orbital eccentricity (sets initial state)")
-    state = ds.State(
-        q1=ds.Var(_FROM_E, description="position, first coordinate"),
-        q2=ds.Var(_FROM_E, description="position, second coordinate"),
-        p1=ds.Var(_FROM_E, description="momentum, first coordinate"),
-        p2=ds.Var(_FROM_E, description="momentum, second coordinate"),
+    e: float = param(0.6, units="1", description="orbital eccentricity (sets initial state)")
+    state = State(
+        q1=Var(_FROM_E, description="position, first coordinate"),
+        q2=Var(_FROM_E, description="position, second coordinate"),
+        p1=Var(_FROM_E, description="momentum, first coordinate"),
+        p2=Var(_FROM_E, description="momentum, second coordinate"),
     )
     phase: ClassVar = ("q1", "q2")
 
-    def initial_state(self) -> ds.State:
+    def initial_state(self) -> State:
         """Perihelion state of eccentricity `e`, for each variable not set explicitly."""
         e = self.e
         perihelion = dict(

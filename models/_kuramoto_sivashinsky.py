@@ -5,10 +5,11 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
+from difsim._pde import Grid, dealias_mask, derivative_symbol, irfftn, rfftn, wavenumbers
 
 
-class KuramotoSivashinsky(ds.Model):
+class KuramotoSivashinsky(Model):
     r"""Kuramoto–Sivashinsky equation: the standard example of spatiotemporal chaos in 1-D.
 
     $$u_t = -u_{xx} - u_{xxxx} - u u_x = -u_{xx} - u_{xxxx} - \tfrac12 (u^2)_x$$
@@ -36,10 +37,10 @@ class KuramotoSivashinsky(ds.Model):
     PDEs", SIAM J. Sci. Comput. 26, 1214 (2005), §6 (N = 128 there; 256 here).
     """
 
-    grid: ds.Grid = ds.param(
-        ds.Grid.periodic(256, 32 * math.pi), description="periodic 1-D grid (length L = 32π)"
+    grid: Grid = param(
+        Grid.periodic(256, 32 * math.pi), description="periodic 1-D grid (length L = 32π)"
     )
-    state = ds.State(u=ds.Var(None, units="1", description="KS field u"))
+    state = State(u=Var(None, units="1", description="KS field u"))
     solver_defaults: ClassVar = {"solver": "etdrk4", "dt0": 0.25, "controller": "constant"}
 
     def __check_init__(self):
@@ -48,7 +49,7 @@ class KuramotoSivashinsky(ds.Model):
                 f"KuramotoSivashinsky needs a periodic 1-D grid, got {self.grid.describe()}"
             )
 
-    def initial_state(self) -> ds.State:
+    def initial_state(self) -> State:
         """Kassam & Trefethen's initial field, unless `state.u` was set."""
         declared = self.state
         if declared["u"] is not None:
@@ -61,10 +62,10 @@ class KuramotoSivashinsky(ds.Model):
         # The spectrum of -(u²/2)_x, dealiased: one forward FFT from the physical field (ETDRK4
         # then needs no transform of its own output; experiments/benchmarks/bench_pde.py).
         # `rhs_nonstiff` (for other solvers) is its inverse FFT.
-        derivative = ds.derivative_symbol(self.grid, "x", dtype=s.u.dtype)
-        multiplier = jnp.where(ds.dealias_mask(self.grid), -0.5 * derivative, 0)
-        return dict(u=multiplier * ds.rfftn(s.u**2, self.grid))
+        derivative = derivative_symbol(self.grid, "x", dtype=s.u.dtype)
+        multiplier = jnp.where(dealias_mask(self.grid), -0.5 * derivative, 0)
+        return dict(u=multiplier * rfftn(s.u**2, self.grid))
 
     def rhs_stiff(self, t, s):
-        (k,) = ds.wavenumbers(self.grid, dtype=s.u.dtype)
-        return dict(u=ds.irfftn((k**2 - k**4) * ds.rfftn(s.u, self.grid), self.grid))
+        (k,) = wavenumbers(self.grid, dtype=s.u.dtype)
+        return dict(u=irfftn((k**2 - k**4) * rfftn(s.u, self.grid), self.grid))

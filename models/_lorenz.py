@@ -2,10 +2,10 @@
 
 from typing import ClassVar
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
 
 
-class Lorenz(ds.Model):
+class Lorenz(Model):
     r"""Lorenz (1963) convection model, the classic chaotic attractor.
 
     $$\dot x = \sigma (y - x),\quad \dot y = x(\rho - z) - y,\quad \dot z = xy - \beta z$$
@@ -18,13 +18,13 @@ class Lorenz(ds.Model):
     Source: E. N. Lorenz, "Deterministic nonperiodic flow", J. Atmos. Sci. 20, 130 (1963).
     """
 
-    sigma: float = ds.param(10.0, description="Prandtl number")
-    rho: float = ds.param(28.0, description="reduced Rayleigh number")
-    beta: float = ds.param(8.0 / 3.0, description="geometric factor")
-    state = ds.State(
-        x=ds.Var(1.0, description="convection intensity"),
-        y=ds.Var(0.0, description="horizontal temperature variation"),
-        z=ds.Var(0.0, description="vertical temperature variation"),
+    sigma: float = param(10.0, description="Prandtl number")
+    rho: float = param(28.0, description="reduced Rayleigh number")
+    beta: float = param(8.0 / 3.0, description="geometric factor")
+    state = State(
+        x=Var(1.0, description="convection intensity"),
+        y=Var(0.0, description="horizontal temperature variation"),
+        z=Var(0.0, description="vertical temperature variation"),
     )
     phase: ClassVar = ("x", "z")
 

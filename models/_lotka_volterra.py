@@ -2,10 +2,10 @@
 
 from typing import ClassVar
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
 
 
-class LotkaVolterra(ds.Model):
+class LotkaVolterra(Model):
     r"""Lotka–Volterra predator–prey dynamics.
 
     $$\dot u = (\alpha - \beta v)\,u,\qquad \dot v = (-\gamma + \delta u)\,v$$
@@ -26,15 +26,15 @@ class LotkaVolterra(ds.Model):
     (1925) and V. Volterra, Mem. R. Accad. Naz. Lincei 2, 31 (1926).
     """
 
-    alpha: float = ds.param(0.55, units="1/year", description="prey growth rate")
-    beta: float = ds.param(0.028, units="1/(year thousand_pelts)", description="predation rate")
-    gamma: float = ds.param(0.80, units="1/year", description="predator death rate")
-    delta: float = ds.param(
+    alpha: float = param(0.55, units="1/year", description="prey growth rate")
+    beta: float = param(0.028, units="1/(year thousand_pelts)", description="predation rate")
+    gamma: float = param(0.80, units="1/year", description="predator death rate")
+    delta: float = param(
         0.024, units="1/(year thousand_pelts)", description="predator growth per prey"
     )
-    state = ds.State(
-        prey=ds.Var(30.0, units="thousand_pelts", description="prey (snowshoe hare)"),
-        predator=ds.Var(4.0, units="thousand_pelts", description="predator (Canadian lynx)"),
+    state = State(
+        prey=Var(30.0, units="thousand_pelts", description="prey (snowshoe hare)"),
+        predator=Var(4.0, units="thousand_pelts", description="predator (Canadian lynx)"),
     )
     time_units: ClassVar[str] = "year"
     phase: ClassVar = ("prey", "predator")

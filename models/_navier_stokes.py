@@ -6,10 +6,22 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
+from difsim._pde import (
+    Grid,
+    dealias_mask,
+    derivative_symbol,
+    inverse_laplacian,
+    inverse_laplacian_symbol,
+    irfftn,
+    rfftn,
+    spectral_gradient,
+    spectral_laplacian,
+    wavenumbers,
+)
 
 
-class NavierStokes2D(ds.Model):
+class NavierStokes2D(Model):
     r"""Two-dimensional incompressible Navier–Stokes equations in vorticity form, with
     optional Kolmogorov forcing and linear drag, on a doubly periodic domain.
 
@@ -49,18 +61,18 @@ class NavierStokes2D(ds.Model):
     Methods in Fluid Dynamics* (Springer, 1988).
     """
 
-    nu: float = ds.param(1e-3, units="length^2/time", description="kinematic viscosity")
-    drag: float = ds.param(0.1, units="1/time", description="linear drag coefficient mu")
-    forcing: float = ds.param(
+    nu: float = param(1e-3, units="length^2/time", description="kinematic viscosity")
+    drag: float = param(0.1, units="1/time", description="linear drag coefficient mu")
+    forcing: float = param(
         1.0, units="length/time^2", description="amplitude A of the force A sin(k_f y) x̂"
     )
-    k_f: float = ds.param(4.0, units="1/length", description="wavenumber of the forcing")
-    seed: int = ds.param(0, description="random seed of the initial vorticity")
-    grid: ds.Grid = ds.param(
-        ds.Grid.periodic((256, 256), (2 * math.pi, 2 * math.pi)),
+    k_f: float = param(4.0, units="1/length", description="wavenumber of the forcing")
+    seed: int = param(0, description="random seed of the initial vorticity")
+    grid: Grid = param(
+        Grid.periodic((256, 256), (2 * math.pi, 2 * math.pi)),
         description="periodic 2-D grid",
     )
-    state = ds.State(omega=ds.Var(None, units="1/time", description="vorticity"))
+    state = State(omega=Var(None, units="1/time", description="vorticity"))
     solver_defaults: ClassVar = {"solver": "etdrk4", "dt0": 0.005, "controller": "constant"}
 
     def __check_init__(self):
@@ -76,30 +88,30 @@ class NavierStokes2D(ds.Model):
                 f"grid (|k| <= {kept:.4g} along y): refine the grid or lower k_f"
             )
 
-    def initial_state(self) -> ds.State:
+    def initial_state(self) -> State:
         """A random vorticity field peaked at wavenumber 4 (unit rms velocity), unless
         `state.omega` was set."""
         declared = self.state
         if declared["omega"] is not None:
             return declared
         noise = jax.random.normal(jax.random.key(self.seed), self.grid.shape)
-        kx, ky = ds.wavenumbers(self.grid, dtype=noise.dtype)
+        kx, ky = wavenumbers(self.grid, dtype=noise.dtype)
         k = jnp.sqrt(kx**2 + ky**2)
         # Filtering white noise by f(k) gives |û| ∝ f/k on ~k modes per shell, so
         # E(k) ∝ f²/k: f = k^2.5 e^{-(k/4)²} makes E(k) ∝ k^4 e^{-2(k/4)²}.
-        spectrum = k**2.5 * jnp.exp(-((k / 4) ** 2)) * ds.rfftn(noise, self.grid)
-        omega = ds.irfftn(spectrum, self.grid)
+        spectrum = k**2.5 * jnp.exp(-((k / 4) ** 2)) * rfftn(noise, self.grid)
+        omega = irfftn(spectrum, self.grid)
         ux, uy = self.velocity(omega)
         scale = jnp.sqrt(jnp.mean(ux**2 + uy**2))
         return declared.with_values({"omega": omega / scale})
 
     def stream_function(self, omega):
         r"""The stream function $\psi$ with $\nabla^2 \psi = -\omega$ (zero mean)."""
-        return ds.inverse_laplacian(-omega, self.grid)
+        return inverse_laplacian(-omega, self.grid)
 
     def velocity(self, omega) -> tuple:
         r"""The velocity $(u_x, u_y) = (\psi_y, -\psi_x)$ of a vorticity field."""
-        psi_x, psi_y = ds.spectral_gradient(self.stream_function(omega), self.grid)
+        psi_x, psi_y = spectral_gradient(self.stream_function(omega), self.grid)
         return psi_y, -psi_x
 
     def energy(self, omega):
@@ -116,11 +128,11 @@ class NavierStokes2D(ds.Model):
         # From the vorticity's spectrum: four inverse FFTs (u, ω_x, ω_y) and one forward,
         # against eight when each operator transforms on its own.
         dtype = s.omega.dtype
-        dx, dy = (ds.derivative_symbol(self.grid, i, dtype=dtype) for i in (0, 1))
+        dx, dy = (derivative_symbol(self.grid, i, dtype=dtype) for i in (0, 1))
         omega_hat = s_hat.omega
-        psi_hat = -ds.inverse_laplacian_symbol(self.grid, dtype=dtype) * omega_hat
+        psi_hat = -inverse_laplacian_symbol(self.grid, dtype=dtype) * omega_hat
         ux, uy, omega_x, omega_y = (
-            ds.irfftn(factor * spectrum, self.grid)
+            irfftn(factor * spectrum, self.grid)
             for factor, spectrum in (
                 (dy, psi_hat),
                 (-dx, psi_hat),
@@ -131,8 +143,8 @@ class NavierStokes2D(ds.Model):
         y = self.grid.mesh(dtype)[1]
         force = -self.forcing * self.k_f * jnp.cos(self.k_f * y)
         # The 2/3 rule dealiases the advection; the force passes unless k_f is beyond it.
-        total = ds.rfftn(force - (ux * omega_x + uy * omega_y), self.grid)
-        return dict(omega=jnp.where(ds.dealias_mask(self.grid), total, 0))
+        total = rfftn(force - (ux * omega_x + uy * omega_y), self.grid)
+        return dict(omega=jnp.where(dealias_mask(self.grid), total, 0))
 
     def rhs_stiff(self, t, s):
-        return dict(omega=self.nu * ds.spectral_laplacian(s.omega, self.grid) - self.drag * s.omega)
+        return dict(omega=self.nu * spectral_laplacian(s.omega, self.grid) - self.drag * s.omega)

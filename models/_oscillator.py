@@ -4,10 +4,10 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
 
 
-class HarmonicOscillator(ds.Model):
+class HarmonicOscillator(Model):
     r"""Damped harmonic oscillator $\ddot x + 2\zeta\omega\,\dot x + \omega^2 x = 0$.
 
     As a first-order system: $\dot x = v$, $\dot v = -2\zeta\omega v - \omega^2 x$.
@@ -21,11 +21,11 @@ class HarmonicOscillator(ds.Model):
     *Mechanics* (3rd ed., Pergamon 1976), §§21 and 25. Defaults are the unit scale.
     """
 
-    omega: float = ds.param(1.0, units="rad/s", description="natural angular frequency")
-    zeta: float = ds.param(0.0, units="1", description="damping ratio")
-    state = ds.State(
-        x=ds.Var(1.0, units="m", description="position"),
-        v=ds.Var(0.0, units="m/s", description="velocity"),
+    omega: float = param(1.0, units="rad/s", description="natural angular frequency")
+    zeta: float = param(0.0, units="1", description="damping ratio")
+    state = State(
+        x=Var(1.0, units="m", description="position"),
+        v=Var(0.0, units="m/s", description="velocity"),
     )
     time_units: ClassVar[str] = "s"
     phase: ClassVar = ("x", "v")

@@ -4,10 +4,10 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
 
 
-class DampedDrivenPendulum(ds.Model):
+class DampedDrivenPendulum(Model):
     r"""Damped driven pendulum in dimensionless form, chaotic for the default parameters.
 
     $$\dot\theta = \omega,\qquad \dot\omega = -\frac{\omega}{q} - \sin\theta + F\cos(\omega_d t)$$
@@ -26,12 +26,12 @@ class DampedDrivenPendulum(ds.Model):
     `F`) and $\omega_D = 2/3$.
     """
 
-    q: float = ds.param(2.0, units="1", description="quality factor (damping 1/q)")
-    F: float = ds.param(1.5, units="1", description="drive amplitude")
-    omega_d: float = ds.param(2.0 / 3.0, units="1", description="drive angular frequency")
-    state = ds.State(
-        theta=ds.Var(0.0, units="rad", description="angle from the downward vertical"),
-        omega=ds.Var(0.0, units="rad", description="angular velocity (per time unit)"),
+    q: float = param(2.0, units="1", description="quality factor (damping 1/q)")
+    F: float = param(1.5, units="1", description="drive amplitude")
+    omega_d: float = param(2.0 / 3.0, units="1", description="drive angular frequency")
+    state = State(
+        theta=Var(0.0, units="rad", description="angle from the downward vertical"),
+        omega=Var(0.0, units="rad", description="angular velocity (per time unit)"),
     )
     phase: ClassVar = ("theta", "omega")
 

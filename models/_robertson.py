@@ -2,10 +2,10 @@
 
 from typing import ClassVar
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
 
 
-class Robertson(ds.Model):
+class Robertson(Model):
     r"""Robertson's autocatalytic reaction system, the classic stiff test problem.
 
     $$\dot y_1 = -k_1 y_1 + k_3 y_2 y_3,\quad
@@ -27,13 +27,13 @@ class Robertson(ds.Model):
     Springer 1996), §IV.1 (problem ROBER).
     """
 
-    k1: float = ds.param(0.04, description="rate constant of A -> B")
-    k2: float = ds.param(3e7, description="rate constant of 2B -> B + C")
-    k3: float = ds.param(1e4, description="rate constant of B + C -> A + C")
-    state = ds.State(
-        y1=ds.Var(1.0, units="1", description="concentration of A"),
-        y2=ds.Var(0.0, units="1", description="concentration of B"),
-        y3=ds.Var(0.0, units="1", description="concentration of C"),
+    k1: float = param(0.04, description="rate constant of A -> B")
+    k2: float = param(3e7, description="rate constant of 2B -> B + C")
+    k3: float = param(1e4, description="rate constant of B + C -> A + C")
+    state = State(
+        y1=Var(1.0, units="1", description="concentration of A"),
+        y2=Var(0.0, units="1", description="concentration of B"),
+        y3=Var(0.0, units="1", description="concentration of C"),
     )
     stiff: ClassVar[bool] = True
 

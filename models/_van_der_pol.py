@@ -2,10 +2,10 @@
 
 from typing import ClassVar
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
 
 
-class VanDerPol(ds.Model):
+class VanDerPol(Model):
     r"""Van der Pol oscillator $\ddot x - \mu(1 - x^2)\dot x + x = 0$, a limit-cycle oscillator.
 
     As a first-order system: $\dot x = v$, $\dot v = \mu(1 - x^2)\,v - x$. Every solution
@@ -22,10 +22,10 @@ class VanDerPol(ds.Model):
     near the limit cycle (no literature value is needed).
     """
 
-    mu: float = ds.param(1.0, units="1", description="nonlinear damping strength")
-    state = ds.State(
-        x=ds.Var(2.0, description="position"),
-        v=ds.Var(0.0, description="velocity"),
+    mu: float = param(1.0, units="1", description="nonlinear damping strength")
+    state = State(
+        x=Var(2.0, description="position"),
+        v=Var(0.0, description="velocity"),
     )
     phase: ClassVar = ("x", "v")
 

@@ -5,13 +5,14 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax.numpy as jnp
 
-import difsim as ds
+from difsim._core import Model, State, Var, param
+from difsim._pde import Grid, laplacian
 
 # `None` means "derive the initial field from the grid" (see `initial_state`).
 _FROM_GRID = None
 
 
-class Wave(ds.Model):
+class Wave(Model):
     r"""Linear wave equation, written as a first-order system in $u$ and $v = u_t$.
 
     $$\frac{\partial^2 u}{\partial t^2} = c^2\,\nabla^2 u
@@ -38,14 +39,12 @@ class Wave(ds.Model):
     (Wiley, 2008), ch. 2 (d'Alembert's solution, energy conservation) and §4.1.
     """
 
-    c: float = ds.param(1.0, units="m/s", description="wave speed")
-    grid: ds.Grid = ds.param(
-        ds.Grid.dirichlet(128, 1.0), description="spatial grid and boundary conditions"
-    )
+    c: float = param(1.0, units="m/s", description="wave speed")
+    grid: Grid = param(Grid.dirichlet(128, 1.0), description="spatial grid and boundary conditions")
     order: int = eqx.field(default=2, static=True)
-    state = ds.State(
-        u=ds.Var(_FROM_GRID, units="m", description="displacement"),
-        v=ds.Var(_FROM_GRID, units="m/s", description="velocity (du/dt)"),
+    state = State(
+        u=Var(_FROM_GRID, units="m", description="displacement"),
+        v=Var(_FROM_GRID, units="m/s", description="velocity (du/dt)"),
     )
     time_units: ClassVar[str] = "s"
     solver_defaults: ClassVar[dict[str, Any]] = {"solver": "tsit5", "controller": "pid"}
@@ -54,7 +53,7 @@ class Wave(ds.Model):
         if self.order not in (2, 4):
             raise ValueError(f"Wave: order must be 2 or 4, got {self.order!r}")
 
-    def initial_state(self) -> ds.State:
+    def initial_state(self) -> State:
         """A plucked string at rest, for each of `u`, `v` not set explicitly."""
         g = self.grid
         u, v = self.state.u, self.state.v
@@ -71,11 +70,11 @@ class Wave(ds.Model):
         )
 
     def rhs(self, t, s):
-        return dict(u=s.v, v=self.c**2 * ds.laplacian(s.u, self.grid, order=self.order, t=t))
+        return dict(u=s.v, v=self.c**2 * laplacian(s.u, self.grid, order=self.order, t=t))
 
     def energy(self, s) -> Any:
         r"""Discrete energy $\tfrac12\int(v^2 - c^2u\,\nabla_h^2u)\,dV$ of a state (a `State`
         or a mapping such as `sol.ys`, with any leading axes such as time), in J per unit
         mass density."""
-        lap = ds.laplacian(s["u"], self.grid, order=self.order)
+        lap = laplacian(s["u"], self.grid, order=self.order)
         return 0.5 * self.grid.integrate(s["v"] ** 2 - self.c**2 * s["u"] * lap)

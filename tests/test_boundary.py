@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import difsim as ds
-from difsim._boundary import Extrapolate, ghost_weights, pad_axis
+from difsim._pde._boundary import Extrapolate, ghost_weights, pad_axis
 
 # ---------------------------------------------------------------------------- Grid basics
 

@@ -14,9 +14,9 @@ import xarray as xr
 
 import difsim as ds
 from difsim import solvers
-from difsim._cli import main
-from difsim._config import load_config
-from difsim._run import atomic_write, run_config
+from difsim._app._cli import main
+from difsim._app._run import atomic_write, run_config
+from difsim._config._load import load_config
 from difsim.models import MODELS, Lorenz
 
 from .helpers import scipy_reference

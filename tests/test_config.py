@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from difsim import solvers
-from difsim._config import (
+from difsim._config._load import (
     SECTIONS,
     ConfigError,
     Experiment,
@@ -17,8 +17,8 @@ from difsim._config import (
     load_config,
     parse_override,
 )
-from difsim._solver_defaults import GLOBAL_DEFAULTS
-from difsim._toml import dumps
+from difsim._config._toml import dumps
+from difsim._core._solver_defaults import GLOBAL_DEFAULTS
 from difsim.models import MODELS
 
 from .helpers import with_key

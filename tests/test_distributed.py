@@ -1,4 +1,4 @@
-"""`difsim._distributed`: meshes, global arrays and process launch settings.
+"""`difsim._sweep._distributed`: meshes, global arrays and process launch settings.
 
 In-process tests use the 8 fake CPU devices of conftest.py; `test_two_processes` starts two
 real processes on 127.0.0.1 (gloo collectives, 2 fake devices each). `run_processes` is
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
-from difsim import _distributed as dd
+from difsim._sweep import _distributed as dd
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -248,11 +248,11 @@ def test_importing_difsim_leaves_jax_unstarted():
     # `difsim run` joins after importing difsim: no module may compute at import time.
     # Then, asked to join with no launch settings at all, it says what is missing.
     code = (
-        "import difsim, difsim.models, difsim.solvers, difsim._cli, difsim._run\n"
+        "import difsim, difsim.models, difsim.solvers, difsim._app._cli, difsim._app._run\n"
         "from jax._src import xla_bridge\n"
         "assert not xla_bridge.backends_are_initialized(), 'importing difsim started JAX'\n"
         "try:\n"
-        "    difsim._distributed.maybe_initialize_from_env(True)\n"
+        "    difsim._sweep._distributed.maybe_initialize_from_env(True)\n"
         "except ValueError as e:\n"
         "    print('ERROR', e)\n"
     )
@@ -278,7 +278,7 @@ def test_initialize_after_jax_started_explains():
 WORKER = textwrap.dedent(
     """
     import json, sys
-    from difsim import _distributed as dd
+    from difsim._sweep import _distributed as dd
 
     joined = dd.maybe_initialize_from_env()  # DIFSIM_* variables, before any JAX work
     import jax, jax.numpy as jnp, numpy as np

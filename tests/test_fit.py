@@ -14,9 +14,9 @@ import pytest
 import xarray as xr
 
 import difsim as ds
-from difsim._fit import fit
-from difsim._fit_loop import value_and_grad
-from difsim._transforms import Positive
+from difsim._fit._fit import fit
+from difsim._fit._loop import value_and_grad
+from difsim._fit._transforms import Positive
 from tests.helpers import scipy_reference
 
 TRUE = ds.models.LotkaVolterra()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from difsim._config import ConfigError, load_config
+from difsim._config._load import ConfigError, load_config
 
 from .helpers import with_key
 

@@ -11,9 +11,9 @@ import pytest
 import xarray as xr
 
 import difsim as ds
-from difsim._fit import fit
-from difsim._fit_data import fit_data, observation_map, observe_states, read_data, residuals
-from difsim._transforms import Bounded, Positive
+from difsim._fit._data import fit_data, observation_map, observe_states, read_data, residuals
+from difsim._fit._fit import fit
+from difsim._fit._transforms import Bounded, Positive
 
 ROOT = Path(__file__).resolve().parents[1]
 LV = ds.models.LotkaVolterra()

@@ -11,8 +11,8 @@ import scipy.optimize
 import xarray as xr
 
 import difsim as ds
-from difsim._fit import fit
-from difsim._transforms import Positive
+from difsim._fit._fit import fit
+from difsim._fit._transforms import Positive
 from tests.helpers import scipy_reference
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,9 +12,9 @@ import pytest
 import xarray as xr
 
 import difsim as ds
-from difsim._fit import fit
-from difsim._steady import steady_state
-from difsim._transforms import Positive
+from difsim._core._steady import steady_state
+from difsim._fit._fit import fit
+from difsim._fit._transforms import Positive
 
 
 class Cubic(ds.Model):

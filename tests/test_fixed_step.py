@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import difsim as ds
-from difsim import _fixed_step as fixed_step
-from difsim._fixed_step import plan_scan
+from difsim._core import _fixed_step as fixed_step
+from difsim._core._fixed_step import plan_scan
 
 from .helpers import central_difference
 from .pde_helpers import Heat1D

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import difsim as ds
-from difsim._solver_defaults import resolve_solver_settings
+from difsim._core._solver_defaults import resolve_solver_settings
 
 from .pde_helpers import Heat1D, ReactionDiffusion
 

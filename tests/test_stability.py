@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import difsim as ds
-from difsim._stability import STABILITY_INTERVAL, _spectral_radius
-from difsim._vector_field import Layout, VectorField
+from difsim._core._stability import STABILITY_INTERVAL, _spectral_radius
+from difsim._core._vector_field import Layout, VectorField
 
 from .pde_helpers import Heat1D
 

@@ -36,7 +36,7 @@ CHUNKS = 5  # 38 points in chunks of 8 (a multiple of the 4 devices); the last o
 WORKER = textwrap.dedent(
     """
     import json, sys
-    from difsim import _distributed as dd
+    from difsim._sweep import _distributed as dd
 
     joined = dd.maybe_initialize_from_env()  # before any JAX work
     import jax
@@ -44,7 +44,7 @@ WORKER = textwrap.dedent(
     jax.config.update("jax_enable_x64", True)
     import numpy as np
     import difsim as ds
-    from difsim import _sweep
+    from difsim._sweep import _sweep
 
     out, mode = sys.argv[1], sys.argv[2]
     spec = ds.GridSweep({"rho": np.linspace(0.0, 21.0, 19), "beta": [1.0, 8.0 / 3.0]})
@@ -191,7 +191,7 @@ chunk_size = 4
 plot = false
 """
 
-CLI = "import sys; from difsim._cli import main; sys.exit(main(sys.argv[1:]))"
+CLI = "import sys; from difsim._app._cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 @pytest.mark.slow

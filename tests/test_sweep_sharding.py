@@ -3,7 +3,7 @@
 The sweeps run in subprocesses so that each gets the device count it asks for
 (`XLA_FLAGS=--xla_force_host_platform_device_count=...`) whatever the test process has: one
 process with 8 fake CPU devices runs the sweep on all of them (`devices=None`) and on the
-first only, a second process has a single device. A spy on `difsim._distributed` records how
+first only, a second process has a single device. A spy on `difsim._sweep._distributed` records how
 many devices each chunk's inputs and outputs were spread over, so the test knows the work
 really was sharded. Scipy checks a few trajectories independently.
 """
@@ -42,7 +42,7 @@ WORKER = (
     jax.config.update("jax_enable_x64", True)
     import numpy as np
     import difsim as ds
-    from difsim import _distributed as dd
+    from difsim._sweep import _distributed as dd
 
     # Spy on the engine's way in and out of the devices: how many devices hold each array.
     seen = {"in": [], "out": []}

@@ -7,8 +7,8 @@ import pytest
 import scipy.stats
 
 import difsim as ds
-from difsim._sweep_config import entry_values
-from difsim._sweep_spec import check_keys
+from difsim._config._sweep import entry_values
+from difsim._sweep._spec import check_keys
 from difsim.models import SIR, Lorenz
 
 N = 2000

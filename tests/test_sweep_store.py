@@ -15,10 +15,10 @@ import pytest
 import xarray as xr
 
 import difsim as ds
-from difsim import _sweep
-from difsim._sweep import run_sweep
-from difsim._sweep_layout import Layout
-from difsim._sweep_store import SweepOutputError, _slabs, write_netcdf
+from difsim._sweep import _sweep
+from difsim._sweep._layout import Layout
+from difsim._sweep._store import SweepOutputError, _slabs, write_netcdf
+from difsim._sweep._sweep import run_sweep
 from difsim.models import Lorenz
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,7 @@ def test_resume_after_kill_9(tmp_path, reference):
             import time, jax
             jax.config.update("jax_enable_x64", True)
             import numpy as np, difsim as ds
-            from difsim import _sweep
+            from difsim._sweep import _sweep
             _sweep._after_chunk = lambda i: time.sleep(0.5)  # slow enough to be killed
             spec = ds.GridSweep({{"rho": np.linspace(0.0, 21.0, 19), "beta": [1.0, 8.0 / 3.0]}})
             ds.sweep(ds.models.Lorenz(), spec, output={str(path)!r}, **{KW!r})

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import difsim._transforms as tr
+import difsim._fit._transforms as tr
 from tests.helpers import central_difference
 
 TRANSFORMS = [

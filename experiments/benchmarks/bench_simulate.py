@@ -237,8 +237,8 @@ def _difsim_command() -> list[str]:
 
 def cli_missing(config: Path) -> str | None:
     """Why `difsim run <config>` cannot be timed yet (`None` if it can)."""
-    if importlib.util.find_spec("difsim._cli") is None:
-        return "the CLI module difsim._cli does not exist yet"
+    if importlib.util.find_spec("difsim._app._cli") is None:
+        return "the CLI module difsim._app._cli does not exist yet"
     if not config.exists():
         return f"the config {config} does not exist yet"
     return None

@@ -51,7 +51,8 @@ from bench_simulate import (  # noqa: E402
 )
 from jax import lax  # noqa: E402
 
-from difsim import _simulate, _status, _vector_field  # noqa: E402
+from difsim import _status  # noqa: E402
+from difsim._core import _simulate, _vector_field  # noqa: E402
 
 
 def static_unpack(self, y, axis: int = 0):

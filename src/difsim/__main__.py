@@ -1,5 +1,5 @@
 """`python -m difsim`: the same as the `difsim` command."""
 
-from difsim._cli import main
+from difsim._app import main
 
 raise SystemExit(main())

@@ -1,0 +1,349 @@
+"""The `difsim` command line: `difsim run CONFIG`, `difsim models`, `difsim solvers`.
+
+Exit codes: 0 success; 1 the solve failed (partial output is still written); 2 invalid
+config or command line (message on stderr, no traceback); 130 interrupted.
+"""
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from difsim._config import ConfigError, load_config, parse_override
+
+
+def _version() -> str:
+    import difsim
+
+    return difsim.__version__
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="difsim",
+        description="Differentiable simulation of ODE and PDE models with JAX.",
+        epilog="Configs are documented in docs/configs.md.",
+    )
+    parser.add_argument("--version", action="version", version=f"difsim {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = commands.add_parser(
+        "run",
+        help="run an experiment config (TOML)",
+        description="Check CONFIG, simulate, write netCDF + PNG.",
+    )
+    run.add_argument("config", metavar="CONFIG", help="experiment config file (TOML)")
+    _add_set(run)
+    run.add_argument(
+        "-o", "--output", metavar="PATH", help="netCDF output path (replaces [output] path)"
+    )
+    run.add_argument("--no-plot", dest="plot", action="store_false", help="skip the PNG")
+    run.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="a sweep may replace an output (or unfinished chunks) of a different sweep "
+        "(the same as --set output.overwrite=true)",
+    )
+    run.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar (default: when stderr is a terminal)",
+    )
+
+    check = commands.add_parser(
+        "check",
+        help="check a config and print it in full",
+        description="Check CONFIG (no simulation) and print the "
+        "complete config, defaults filled in, as TOML.",
+    )
+    check.add_argument("config", metavar="CONFIG", help="experiment config file (TOML)")
+    _add_set(check)
+
+    commands.add_parser("models", help="list the models configs can name")
+    commands.add_parser("solvers", help="list solvers, step-size controllers and adjoints")
+    return parser
+
+
+def _add_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set solver.rtol=1e-8 "
+        "--set model.parameters.rho=20 (repeatable; values are TOML)",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `difsim` command (and `python -m difsim`); returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "models":
+            return _models()
+        if args.command == "solvers":
+            return _solvers()
+        overrides = dict(parse_override(text) for text in args.overrides)
+        if getattr(args, "overwrite", False):
+            overrides["output.overwrite"] = True
+        experiment = load_config(args.config, overrides=overrides)
+        if args.command == "check":
+            print(experiment.to_toml(), end="")
+            return 0
+        return _run(experiment, args)
+    except ConfigError as e:
+        print(f"difsim: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("difsim: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(experiment, args) -> int:
+    from difsim._app._run import execute, final_state  # imports jax: only when running
+
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    if experiment.sweep is not None:
+        return _run_sweep(experiment, args, progress)
+    if experiment.fit is not None:
+        return _run_fit(experiment, args, progress)
+    result = execute(experiment, output=args.output, plot=args.plot, progress=progress)
+    ds, spec = result.dataset, experiment.solver
+    model = experiment.model
+    params = ", ".join(
+        f"{p}={ds.attrs[p]:.6g}"
+        for p in model.cls.parameter_names()
+        if isinstance(ds.attrs.get(p), int | float)
+    )
+    steps = (
+        f"{int(ds.num_steps)} ({ds.attrs['num_accepted_steps']} accepted, "
+        f"{ds.attrs['num_rejected_steps']} rejected)"
+    )
+    t_last, last = final_state(ds)
+    tol = (
+        f"rtol={spec.rtol:g}, atol={spec.atol:g}"
+        if spec.controller == "pid"
+        else f"fixed step dt0={spec.dt0:g}"
+    )
+    lines = [
+        ("model", f"{model.name} ({model.cls.__name__})" + (f": {params}" if params else "")),
+        ("solver", f"{spec.name}, {spec.controller} controller, {tol}, {spec.dtype}"),
+        (
+            "time",
+            f"{experiment.time.t0:g} to {experiment.time.t1:g}, {ds.sizes['time']} saved points",
+        ),
+        ("status", f"{result.status.name}: {result.status.message}"),
+        ("steps", steps),
+        ("wall time", f"{result.wall_time:.2f} s (simulate, including compilation)"),
+        (
+            "final state",
+            f"t={t_last:g}{'' if result.status.ok else ' (last before the failure)'}"
+            f": " + ", ".join(f"{k}={v}" for k, v in last.items()),
+        ),
+        ("output", _outputs(result.output, result.plot)),
+    ]
+    _print_summary(lines)
+    if not result.status.ok:
+        sys.stdout.flush()
+        partial = (
+            f"; partial output (NaN after the failure) in {result.output}" if result.output else ""
+        )
+        print(
+            f"difsim: error: simulate({model.cls.__name__}) failed "
+            f"[{result.status.name}]: {result.status.message}{partial}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _run_sweep(experiment, args, progress: bool) -> int:
+    import jax
+
+    from difsim._status import Status
+    from difsim._sweep import SweepOutputError, maybe_initialize_from_env
+
+    try:
+        # Started as one of several processes (DIFSIM_* variables, or srun): join them
+        # before any JAX computation, so the sweep is sharded over every process's devices.
+        maybe_initialize_from_env()
+    except ValueError as e:
+        print(f"difsim: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        result = _execute(experiment, args, progress)
+    except SweepOutputError as e:
+        print(f"difsim: error: {e}", file=sys.stderr)
+        return 2
+    if jax.process_index() != 0:
+        print(
+            f"difsim: process {jax.process_index()} of {jax.process_count()} computed its "
+            "share of the sweep; process 0 writes the output and prints the summary"
+        )
+        return 0
+    report, spec, sweep = result.report, experiment.solver, experiment.sweep
+    model, tspec = experiment.model, experiment.time
+    keys = ", ".join(sweep.entries)
+    sizes = list(result.dataset.status.shape) if result.dataset is not None else []
+    shape = f" ({' x '.join(map(str, sizes))})" if len(sizes) > 1 else ""
+    fixed = ", ".join(
+        f"{p}={result.dataset.attrs[p]:.6g}"
+        for p in model.cls.parameter_names()
+        if result.dataset is not None and isinstance(result.dataset.attrs.get(p), int | float)
+    )
+    counts = report.status_counts
+    statuses = ", ".join(f"{Status(c).name} {n}" for c, n in sorted(counts.items())) or "-"
+    tol = (
+        f"rtol={spec.rtol:g}, atol={spec.atol:g}"
+        if spec.controller == "pid"
+        else f"fixed step dt0={spec.dt0:g}"
+    )
+    computed = len(report.computed)
+    rate = report.computed_points / max(report.wall_time, 1e-9)
+    lines = [
+        ("model", f"{model.name} ({model.cls.__name__})" + (f": {fixed}" if fixed else "")),
+        ("sweep", f"{sweep.kind} over {keys}: {report.n_points} trajectories{shape}"),
+        ("solver", f"{spec.name}, {spec.controller} controller, {tol}, {spec.dtype}"),
+        ("time", f"{tspec.t0:g} to {tspec.t1:g}, save {_save_text(tspec.save)}"),
+        ("keep", " ".join(sweep.keep) if isinstance(sweep.keep, tuple) else sweep.keep),
+        (
+            "chunks",
+            f"{report.n_chunks} of {report.chunk_size} trajectories on {report.n_devices} device"
+            f"{'s' if report.n_devices > 1 else ''}: {computed} computed, "
+            f"{report.reused} reused",
+        ),
+        ("status", statuses),
+        (
+            "wall time",
+            f"{report.wall_time:.2f} s (including compilation"
+            + (f"; {rate:,.0f} trajectories/s)" if computed else ")"),
+        ),
+        ("output", _outputs(result.output, result.plot)),
+    ]
+    _print_summary(lines)
+    failed = {c: n for c, n in counts.items() if not Status(c).ok}
+    if failed:
+        sys.stdout.flush()
+        worst = Status(max(failed, key=failed.get))
+        print(
+            f"difsim: warning: {sum(failed.values())} of {report.n_points} trajectories "
+            f"failed (NaN values, see the status variable); {worst.name}: {worst.message}",
+            file=sys.stderr,
+        )
+    return 1 if not result.status.ok else 0
+
+
+def _run_fit(experiment, args, progress: bool) -> int:
+    result = _execute(experiment, args, progress)
+    res, spec, fit, model = result.fit, experiment.solver, experiment.fit, experiment.model
+    fixed = ", ".join(
+        f"{p}={float(getattr(res.model, p)):.6g}"
+        for p in model.cls.parameter_names()
+        if p not in res.parameters and np_scalar(getattr(res.model, p))
+    )
+    obs = res.problem.data
+    lines = [
+        ("model", f"{model.name} ({model.cls.__name__})" + (f": {fixed}" if fixed else "")),
+        (
+            "data",
+            f"{fit.data}: {', '.join(obs.names)} over {obs.coord!r}, "
+            f"{obs.num_observations} observations, noise {fit.noise}",
+        ),
+        ("solver", f"{spec.name}, rtol={spec.rtol:g}, atol={spec.atol:g}, {spec.dtype}"),
+        ("wall time", f"{result.wall_time:.2f} s (fit, including compilation)"),
+        (
+            "output",
+            _outputs(
+                result.output, result.output and result.output.with_suffix(".json"), result.plot
+            ),
+        ),
+    ]
+    _print_summary(lines)
+    print()
+    print(res.summary())
+    if not res.ok:
+        sys.stdout.flush()
+        print(
+            f"difsim: error: fit({model.cls.__name__}) ended {res.status}: {res.message}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def np_scalar(value) -> bool:
+    import numpy as np
+
+    return np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.number)
+
+
+def _execute(experiment, args, progress):
+    from difsim._app._run import execute
+
+    return execute(experiment, output=args.output, plot=args.plot, progress=progress)
+
+
+def _save_text(save) -> str:
+    if save == "final":
+        return "final"
+    return f"{save} points" if isinstance(save, int) else f"{len(save)} times"
+
+
+def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
+    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+    return "\n".join([*lines, *(fmt.format(*r) for r in rows)])
+
+
+def _models() -> int:
+    import dataclasses
+
+    from difsim.models import MODELS
+
+    rows = []
+    for name, cls in MODELS.items():
+        state = {f.name: f.default for f in dataclasses.fields(cls)}.get("state")
+        names = " ".join(getattr(state, "names", ()))
+        doc = (cls.__doc__ or "").strip().splitlines()
+        rows.append((name, cls.__name__, names, doc[0] if doc else ""))
+    print(_table(rows, ("name", "class", "state", "description")))
+    return 0
+
+
+def _solvers() -> int:
+    from difsim import solvers
+
+    yes = {True: "yes", False: "-"}
+    rows = [
+        (i.name, str(i.order), yes[i.adaptive], yes[i.implicit], yes[i.imex], i.description)
+        for i in solvers.SOLVERS.values()
+    ]
+    print("Solvers ([solver] name)\n")
+    print(_table(rows, ("name", "order", "adaptive", "implicit", "imex", "description")))
+    print("\nStep-size controllers ([solver] controller)\n")
+    print(_table(list(solvers.CONTROLLERS.items()), ("name", "description")))
+    print("\nAdjoints ([solver] adjoint)\n")
+    rows = [
+        (name, f"{solvers.ADJOINT_DESCRIPTIONS.get(name, '')} ({cls.__name__})".strip())
+        for name, cls in solvers.ADJOINTS.items()
+    ]
+    print(_table(rows, ("name", "description")))
+    return 0
+
+
+def _outputs(*paths) -> str:
+    """The summary's "output" line: the files written, or how to get them."""
+    return ", ".join(str(p) for p in paths if p) or "(none: give [output] path or --output)"
+
+
+def _print_summary(lines: list[tuple[str, str]]) -> None:
+    """Print `(key, value)` rows with the keys right-aligned in one column."""
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        print(f"{key:>{width}}  {value}")

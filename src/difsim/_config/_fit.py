@@ -1,0 +1,291 @@
+"""The `[fit]` section of experiment configs: fitting a model's parameters to data.
+
+```toml
+[fit]
+data = "data/lynx_hare.nc"      # netCDF or CSV, relative to the current directory
+noise = "lognormal"
+[fit.free]                      # what to fit, and its range
+alpha = "positive"
+"state.prey" = "positive"
+[fit.observe]                   # data variable = state variable
+hare = "prey"
+```
+
+Everything that can be checked without solving is checked here: the keys, the names in
+`[fit.free]` and `[fit.observe]` against the model, and the data file (read once: it is
+small) against `[fit.observe]`, `[fit.weights]` and `[fit.sigma]`.
+"""
+
+from pathlib import Path
+from typing import Any
+
+from difsim._config._experiment import FitSpec, field_defaults
+from difsim._config._schema import (
+    NON_NEGATIVE_INT,
+    NUMBER,
+    POSITIVE,
+    POSITIVE_INT,
+    REQUIRED,
+    STRING,
+    TABLE,
+    ConfigError,
+    Key,
+    Section,
+    did_you_mean,
+    given,
+    is_number,
+    names_list,
+)
+
+# The sub-tables of [fit]: name → what its entries are (for error messages).
+SUBTABLES = {
+    "free": 'a parameter or "state.<var>" = "positive", "softplus", "identity" or [lo, hi]',
+    "observe": "a data variable = the state variable it observes",
+    "weights": "a data variable = its residual weight (a number or one per data point)",
+    "sigma": "a data variable = its noise scale (a number or one per data point)",
+}
+
+
+def parse_fit(values: dict[str, Any], parsed: dict[str, Any]) -> FitSpec:
+    """The `[fit]` handler: check the settings against the model and the data, return a
+    [`FitSpec`][] (nothing is solved or compiled)."""
+    cls = parsed["model"].cls
+    params = list(cls.parameter_names())
+    state0 = field_defaults(cls).get("state")
+    states = list(getattr(state0, "names", ()))
+    solver = parsed["solver"]
+    if solver.controller != "pid" or solver.dt0 is not None:
+        raise ConfigError(
+            "a fit solves with the adaptive pid controller; remove controller and dt0 "
+            f"(or choose an adaptive solver instead of {solver.name!r})",
+            "solver.controller" if solver.controller != "pid" else "solver.dt0",
+        )
+    control = values["control"]
+    if control is not None and control not in params:
+        raise ConfigError(
+            f"{cls.__name__} has no parameter {control!r} to use as the control of a "
+            f"steady-state fit; its parameters are {names_list(params)}"
+            f"{did_you_mean(control, params)}",
+            "fit.control",
+        )
+    _only_with(values, "t0", control is None, "a time-series fit (not with control)")
+    _only_with(values, "multiple_shooting", control is None, "a time-series fit (not with control)")
+    if values["multiple_shooting"] is not None and values["multiple_shooting"] < 2:
+        raise ConfigError(
+            f"expected a number of segments >= 2, got {given(values['multiple_shooting'])}",
+            "fit.multiple_shooting",
+        )
+    _only_with(
+        values, "shooting_penalty", values["multiple_shooting"] is not None, "multiple_shooting"
+    )
+    for key in ("seed", "multistart_scale"):
+        _only_with(values, key, values["multistart"] is not None, "multistart")
+
+    free = _flatten_state(values["free"], "free")
+    if not free:
+        raise ConfigError(
+            'nothing to fit: name at least one parameter or "state.<var>" with its range, '
+            'e.g. alpha = "positive"',
+            "fit.free",
+        )
+    for name, spec in free.items():
+        _check_free(name, spec, cls.__name__, params, states, control)
+
+    observe = _flatten_state(values["observe"], "observe")
+    for name, target in observe.items():
+        if not isinstance(target, str) or target not in states:
+            shown = given(target) if not isinstance(target, str) else repr(target)
+            raise ConfigError(
+                f"{shown} is not a state variable of {cls.__name__}; its variables are "
+                f"{names_list(states)}{did_you_mean(str(target), states)}",
+                f"fit.observe.{name}",
+            )
+    for table in ("weights", "sigma"):
+        for name, value in values[table].items():
+            if not (is_number(value) and value > 0) and not (
+                isinstance(value, list) and value and all(is_number(v) for v in value)
+            ):
+                raise ConfigError(
+                    f"expected a positive number or a list of numbers (one per data point), "
+                    f"got {given(value)}",
+                    f"fit.{table}.{name}",
+                )
+    _check_data(values, observe, states, control)
+    return FitSpec(
+        data=values["data"],
+        free=free,
+        observe=observe,
+        weights=dict(values["weights"]),
+        sigma=dict(values["sigma"]),
+        **{k: values[k] for k in FitSpec.SETTINGS if k != "data"},
+    )
+
+
+def _only_with(values: dict[str, Any], key: str, allowed: bool, what: str) -> None:
+    if values[key] is not None and not allowed:
+        raise ConfigError(f"applies to {what} only; remove it", f"fit.{key}")
+
+
+def _flatten_state(table: dict[str, Any], name: str) -> dict[str, Any]:
+    """`state.x = ...` (a dotted key) arrives as a `state` table: flatten it to "state.x"."""
+    out = dict(table)
+    state = out.pop("state", None) if name == "free" else None
+    if state is not None:
+        if not isinstance(state, dict):
+            raise ConfigError(
+                f'expected a table of state variables (state.x = "positive"), got {given(state)}',
+                f"fit.{name}.state",
+            )
+        out.update({f"state.{k}": v for k, v in state.items()})
+    return out
+
+
+def _check_free(name: str, spec: Any, cls: str, params, states, control) -> None:
+    from difsim._fit import as_transform
+
+    key = f"fit.free.{name}"
+    if name.startswith("state."):
+        var = name.removeprefix("state.")
+        if var not in states:
+            raise ConfigError(
+                f"{cls} has no state variable {var!r}; its variables are "
+                f"{names_list(states)}{did_you_mean(var, states)}",
+                key,
+            )
+        if control is not None:
+            raise ConfigError(
+                "a steady-state fit (control) cannot fit an initial value: it is only the "
+                "root finder's guess",
+                key,
+            )
+    elif name not in params:
+        raise ConfigError(
+            f"{cls} has no parameter {name!r}; its parameters are {names_list(params)}, and "
+            f'initial values are written "state.<var>" with variables {names_list(states)}'
+            f"{did_you_mean(name, params)}",
+            key,
+        )
+    if name == control:
+        raise ConfigError(
+            f"{name!r} is the control of the data (fit.control): it cannot be free", key
+        )
+    ok_pair = isinstance(spec, list) and len(spec) == 2 and all(is_number(v) for v in spec)
+    if not (spec in ("positive", "softplus", "identity") or ok_pair):
+        raise ConfigError(
+            f'unknown range {given(spec)}; write "positive", "softplus", "identity" or '
+            "[lower, upper]",
+            key,
+        )
+    try:
+        as_transform(spec, name)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(str(e), key) from None
+
+
+def _check_data(values: dict[str, Any], observe, states, control) -> None:
+    """Read the data file (small: observations) and check the names that refer to it."""
+    from difsim._fit import read_data
+
+    path = Path(values["data"])
+    if not path.exists():
+        raise ConfigError(
+            f"data file {str(path)!r} does not exist (paths are relative to the current "
+            f"directory, {str(Path.cwd())!r})",
+            "fit.data",
+        )
+    time = values["time"]
+    try:
+        dataset, coord = read_data(path, time if time is not None or control is None else control)
+    except (OSError, ValueError, TypeError) as e:
+        raise ConfigError(str(e), "fit.time" if time is not None else "fit.data") from None
+    over = [str(n) for n, v in dataset.data_vars.items() if coord in v.dims]
+    for name in observe:
+        if name not in over:
+            raise ConfigError(
+                f"the data ({path}) have no variable {name!r} over {coord!r}; they hold "
+                f"{names_list(over)}{did_you_mean(name, over)}",
+                f"fit.observe.{name}",
+            )
+    observed = list(observe) or [n for n in over if n in states]
+    for table in ("weights", "sigma"):
+        for name in values[table]:
+            if name not in observed:
+                raise ConfigError(
+                    f"{name!r} is not an observed data variable; observed are "
+                    f"{names_list(observed)}{did_you_mean(name, observed)}",
+                    f"fit.{table}.{name}",
+                )
+
+
+# [solver] defaults that differ for a fit: gradients and Gauss-Newton steps want float64, and
+# a trial point that needs many steps has almost always blown up (rejected sooner).
+FIT_SOLVER_DEFAULTS = {"dtype": "float64", "max_steps": 4096}
+
+
+def _fit_names(what: str) -> list[str]:
+    from difsim._fit import (
+        ADJOINTS,
+        NOISE_MODELS,  # lazy: imports the fitting machinery
+        OPTIMIZERS,
+    )
+
+    return list({"noise": NOISE_MODELS, "optimizer": OPTIMIZERS, "adjoint": ADJOINTS}[what])
+
+
+# The [fit] section of the schema (difsim._config._load.SECTIONS).
+FIT_SECTION = Section(
+    "fitting parameters to data (times come from the data: no [time])",
+    {
+        "data": Key(
+            STRING,
+            "netCDF or CSV file of observations (relative to the current directory)",
+            REQUIRED,
+        ),
+        "time": Key(
+            STRING,
+            "the data coordinate (CSV column) holding the times (default: the only "
+            "dimension, else time or t, else the first column)",
+            None,
+        ),
+        "t0": Key(NUMBER, "time of the initial state (default: the first data time)", None),
+        "control": Key(
+            STRING,
+            "fit steady states: the parameter whose values the data coordinate holds",
+            None,
+        ),
+        "noise": Key(
+            STRING, "noise model of the residuals", "gaussian", lambda: _fit_names("noise")
+        ),
+        "optimizer": Key(
+            STRING, "the optimizer", "levenberg_marquardt", lambda: _fit_names("optimizer")
+        ),
+        "steps": Key(
+            NON_NEGATIVE_INT, "most optimizer steps (default 256, or 1000 for optax)", None
+        ),
+        "learning_rate": Key(POSITIVE, "learning rate of optax optimizers", 1e-2),
+        "tol": Key(POSITIVE, "rtol = atol of the convergence test (optimistix)", 1e-8),
+        "adjoint": Key(
+            STRING,
+            "how the fit differentiates the solve (default: forward for least squares)",
+            None,
+            lambda: _fit_names("adjoint"),
+        ),
+        "multiple_shooting": Key(POSITIVE_INT, "number of segments (>= 2)", None),
+        "shooting_penalty": Key(POSITIVE, "weight of the continuity residuals (default 10)", None),
+        "multistart": Key(POSITIVE_INT, "number of starts run in parallel", None),
+        "seed": Key(NON_NEGATIVE_INT, "seed of the multistart perturbations (default 0)", None),
+        "multistart_scale": Key(
+            POSITIVE, "standard deviation of the perturbations (default 0.3)", None
+        ),
+        "checkpoint": Key(STRING, "file to save (and resume) the optimisation state", None),
+        "max_failures": Key(POSITIVE_INT, "consecutive rejected steps before the fit stops", 20),
+        "free": Key(TABLE, "[fit.free]: what to fit and its range", REQUIRED),
+        "observe": Key(
+            TABLE, "[fit.observe]: data variable = state variable (default: same names)", {}
+        ),
+        "weights": Key(TABLE, "[fit.weights]: data variable = residual weight", {}),
+        "sigma": Key(TABLE, "[fit.sigma]: data variable = noise scale (weight 1/sigma)", {}),
+    },
+    parse_fit,
+    none_if_absent=True,
+)

@@ -1,0 +1,389 @@
+"""Experiment configs: TOML files (or dicts) checked against an explicit schema.
+
+The schema is the table [`SECTIONS`][]: section name → allowed keys (kind, default,
+description) plus a handler that turns the checked values into a small frozen spec. Adding
+a section (`[sweep]`, `[fit]`) is one entry there, its handler, and a field of
+[`Experiment`][]. Everything is checked before anything is built or compiled; every problem
+raises a [`ConfigError`][] naming the key (`[solver] rtol`), what was expected and what was
+given.
+"""
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from difsim import solvers
+from difsim._config._experiment import (
+    Experiment as Experiment,
+    FitSpec as FitSpec,
+    ModelSpec as ModelSpec,
+    OutputSpec as OutputSpec,
+    SolverSpec as SolverSpec,
+    SweepSpec as SweepSpec,
+    TimeSpec as TimeSpec,
+)
+from difsim._config._fit import FIT_SECTION, FIT_SOLVER_DEFAULTS
+from difsim._config._model import parse_model
+from difsim._config._schema import (
+    BOOL,
+    BYTES,
+    KEEP,
+    NON_NEGATIVE_INT,
+    NUMBER,
+    PLOT,
+    POSITIVE,
+    POSITIVE_INT,
+    REQUIRED,
+    SAVE,
+    STRING,
+    TABLE,
+    ConfigError as ConfigError,
+    Key as Key,
+    Section as Section,
+    apply_overrides as apply_overrides,
+    check_section,
+    did_you_mean,
+    given,
+    is_number,
+    parse_override as parse_override,
+    plain,
+)
+from difsim._config._sweep import parse_sweep
+from difsim._config._toml import format_value
+from difsim._core import KEYS, resolve_solver_settings
+from difsim._io import difsim_version
+
+
+# ---------------------------------------------------------------- section handlers
+def _parse_time(values: dict[str, Any], parsed: dict[str, Any]) -> TimeSpec:
+    t0, t1, save = float(values["t0"]), float(values["t1"]), values["save"]
+    if not t1 > t0:
+        raise ConfigError(
+            f"must be greater than t0 = {format_value(t0)}, got {format_value(t1)}", "time.t1"
+        )
+    if isinstance(save, list):
+        if not save:
+            raise ConfigError(
+                "the list of save times is empty; give at least one time", "time.save"
+            )
+        for i, t in enumerate(save):
+            if not is_number(t):
+                raise ConfigError(
+                    f"save[{i}]: expected a number (a time), got {given(t)}", "time.save"
+                )
+        for i in range(1, len(save)):
+            if not save[i] > save[i - 1]:
+                raise ConfigError(
+                    f"times must be strictly increasing, but save[{i}] = {save[i]} follows "
+                    f"save[{i - 1}] = {save[i - 1]}",
+                    "time.save",
+                )
+        for i, t in enumerate(save):
+            if not t0 <= t <= t1:
+                raise ConfigError(
+                    f"time {t} (save[{i}]) lies outside [t0, t1] = [{format_value(t0)}, "
+                    f"{format_value(t1)}]",
+                    "time.save",
+                )
+        save = tuple(float(t) for t in save)
+    return TimeSpec(t0, t1, save)
+
+
+def _parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
+    cls = parsed["model"].cls
+    try:
+        resolved = resolve_solver_settings(
+            cls, solver=values["name"], **{k: values[k] for k in KEYS if k != "solver"}
+        )
+    except (TypeError, ValueError) as error:
+        raise ConfigError(str(error), "model.name") from None
+    name = resolved["solver"]
+    values = {**values, **{k: v for k, v in resolved.items() if k != "solver"}}
+    if name not in solvers.SOLVERS:
+        raise ConfigError(
+            f"{cls.__name__}.solver_defaults names an unknown solver {name!r}", "model.name"
+        )
+    info = solvers.SOLVERS[name]
+    if info.imex and not cls.has_split():
+        raise ConfigError(
+            f"{name!r} is an IMEX solver, so {cls.__name__} would need rhs_nonstiff and "
+            "rhs_stiff; choose a solver that is not IMEX, e.g. 'kvaerno5' or 'tsit5'",
+            "solver.name",
+        )
+    controller = values["controller"] or ("pid" if info.adaptive else "constant")
+    if controller == "pid" and not info.adaptive:
+        raise ConfigError(
+            f"'pid' needs an error estimate, which solver {name!r} does not have; use "
+            'controller = "constant" with a step dt0, or an adaptive solver',
+            "solver.controller",
+        )
+    if controller == "constant" and values["dt0"] is None:
+        raise ConfigError(
+            f"a fixed step (controller 'constant', solver {name!r}) needs the step size: "
+            "give dt0, e.g. dt0 = 0.01",
+            "solver.dt0",
+        )
+    dt0 = values["dt0"]
+    return SolverSpec(
+        name=name,
+        rtol=float(values["rtol"]),
+        atol=float(values["atol"]),
+        dt0=None if dt0 is None else float(dt0),
+        controller=controller,
+        max_steps=values["max_steps"],
+        adjoint=values["adjoint"],
+        dtype=values["dtype"],
+    )
+
+
+def _parse_output(values: dict[str, Any], parsed: dict[str, Any]) -> OutputSpec:
+    return OutputSpec(values["path"], values["plot"], values["overwrite"])
+
+
+# The whole schema. Order matters: handlers see the specs of the sections before them.
+SECTIONS: dict[str, Section] = {
+    "model": Section(
+        "the model to simulate",
+        {
+            "name": Key(
+                STRING,
+                'a name from difsim.models.MODELS, or "package.module:Class" '
+                "naming a difsim.Model subclass",
+                REQUIRED,
+            ),
+            "parameters": Key(
+                TABLE,
+                "parameter values (numbers; lists for array parameters); "
+                "others keep the model's defaults",
+                {},
+            ),
+            "state": Key(
+                TABLE,
+                "initial values of state variables (numbers; lists for array "
+                "variables); others keep the model's defaults",
+                {},
+            ),
+            "grid": Key(
+                TABLE,
+                "a PDE model's grid: shape, extent, origin, bc (docs/configs.md)",
+                {},
+            ),
+        },
+        parse_model,
+        required=True,
+    ),
+    "time": Section(
+        "the time span and save times, in the model's time units",
+        {
+            "t0": Key(NUMBER, "start time", 0.0),
+            "t1": Key(NUMBER, "end time (> t0)", REQUIRED),
+            "save": Key(
+                SAVE,
+                'what to save: "final" (only t1), a number of evenly spaced points '
+                "from t0 to t1, or a strictly increasing list of times in [t0, t1]",
+                101,
+            ),
+        },
+        _parse_time,
+        required=True,
+    ),
+    "solver": Section(
+        "how to integrate",
+        {
+            "name": Key(
+                STRING,
+                "a solver from difsim.solvers.SOLVERS (default: tsit5, or "
+                "kvaerno5 for stiff models)",
+                None,
+                lambda: list(solvers.SOLVERS),
+            ),
+            "rtol": Key(POSITIVE, "relative tolerance (default 1e-6, or the model's)", None),
+            "atol": Key(POSITIVE, "absolute tolerance (default 1e-6, or the model's)", None),
+            "dt0": Key(
+                POSITIVE,
+                "initial step (adaptive) or the step (fixed-step); default: "
+                "chosen automatically by adaptive solvers",
+                None,
+            ),
+            "controller": Key(
+                STRING,
+                "step-size controller from difsim.solvers.CONTROLLERS "
+                "(default: pid for adaptive solvers, else constant)",
+                None,
+                lambda: list(solvers.CONTROLLERS),
+            ),
+            "max_steps": Key(
+                POSITIVE_INT, "most steps before the solve gives up (default 16384)", None
+            ),
+            "adjoint": Key(
+                STRING,
+                "how gradients pass through the solve (used by fitting), "
+                "from difsim.solvers.ADJOINTS",
+                "checkpoint",
+                lambda: list(solvers.ADJOINTS),
+            ),
+            "dtype": Key(
+                STRING,
+                "floating-point precision of the run",
+                "float32",
+                lambda: ["float32", "float64"],
+            ),
+        },
+        _parse_solver,
+    ),
+    "output": Section(
+        "where results go",
+        {
+            "path": Key(STRING, "netCDF output file (relative to the current directory)", None),
+            "plot": Key(
+                PLOT,
+                "write a PNG quick-look: true (next to path, suffix .png), false, or a PNG path",
+                True,
+            ),
+            "overwrite": Key(
+                BOOL,
+                "replace an existing output (or unfinished chunks) of a different sweep "
+                "instead of refusing",
+                False,
+            ),
+        },
+        _parse_output,
+    ),
+    "sweep": Section(
+        "a parameter sweep: many trajectories, one Dataset",
+        {
+            "kind": Key(
+                STRING,
+                "grid (Cartesian product), zip (paired lists), random or lhs (Latin hypercube)",
+                "grid",
+                lambda: ["grid", "zip", "random", "lhs"],
+            ),
+            "samples": Key(POSITIVE_INT, "number of points of a random or lhs sweep", None),
+            "seed": Key(
+                NON_NEGATIVE_INT, "seed of the JAX PRNG key (random, lhs; default 0)", None
+            ),
+            "keep": Key(
+                KEEP,
+                'what to keep per trajectory: "final", "trajectory", or a list of '
+                'observables like ["x.max", "R.final"]',
+                "final",
+            ),
+            "chunk_size": Key(
+                POSITIVE_INT, "trajectories per compiled call (default: from memory_budget)", None
+            ),
+            "memory_budget": Key(
+                BYTES, 'memory one chunk may use, e.g. "512MiB" (default 1 GiB)', None
+            ),
+            "dim": Key(
+                STRING, 'name of the one dimension of zip/random/lhs sweeps ("sample")', None
+            ),
+        },
+        parse_sweep,
+        entries='the swept keys: a parameter name or "state.<var>" = values or a distribution',
+        none_if_absent=True,
+    ),
+    "fit": FIT_SECTION,
+}
+
+
+# ---------------------------------------------------------------- loading
+def load_config(
+    source: "str | os.PathLike | Mapping[str, Any] | Experiment",
+    *,
+    overrides: Mapping[str, Any] | None = None,
+) -> Experiment:
+    """Read and check an experiment config.
+
+    **Arguments:**
+
+    - `source`: a TOML file path, the same content as a dict (`{"model": {"name": ...}}`),
+      or an [`Experiment`][] (re-checked with `overrides`).
+    - `overrides`: `{"solver.rtol": 1e-8, "model.parameters.rho": 20.0}`, applied on top
+      (what `difsim run --set` passes).
+
+    **Returns:** an [`Experiment`][]. Nothing is built or compiled.
+
+    **Raises:** [`ConfigError`][] naming the offending key, for anything invalid.
+    """
+    origin = None
+    if isinstance(source, Experiment):
+        raw, origin = source.to_dict(), source.source
+    elif isinstance(source, Mapping):
+        raw = plain(source)
+    elif isinstance(source, str | os.PathLike):
+        origin = str(source)
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError("config file not found", source=origin) from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read the config file: {e}", source=origin) from None
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"invalid TOML: {e}", source=origin) from None
+    else:
+        raise TypeError(
+            f"load_config expects a path, a dict or an Experiment, got {type(source).__name__}"
+        )
+    overrides = {} if overrides is None else dict(overrides)
+    try:
+        raw = apply_overrides(raw, overrides)
+        parsed = _check(raw)
+    except ConfigError as e:
+        culprit = [k for k in overrides if e.key and (e.key == k or e.key.startswith(k + "."))]
+        problem = e.problem + (f" (set by override {culprit[0]})" if culprit else "")
+        raise ConfigError(problem, e.key, origin) from None
+    return Experiment(**parsed, source=origin)
+
+
+def _check(raw: dict[str, Any]) -> dict[str, Any]:
+    supported = [f"[{s}]" for s, sec in SECTIONS.items() if not sec.unsupported]
+    for name, value in raw.items():
+        if name in SECTIONS:
+            continue
+        if isinstance(value, dict):
+            raise ConfigError(
+                f"unknown section; sections are {', '.join(supported)}"
+                f"{did_you_mean(name, list(SECTIONS))}",
+                name,
+            )
+        raise ConfigError(
+            f"top-level key {name!r} belongs in a section; sections are {', '.join(supported)}"
+        )
+    if "fit" in raw:
+        if "sweep" in raw:
+            raise ConfigError(
+                "[sweep] and [fit] cannot be combined: a config either sweeps or fits", "sweep"
+            )
+        if "time" in raw:
+            raise ConfigError(
+                "a fit takes its times from the data ([fit] data, time, t0): remove [time]",
+                "time",
+            )
+        solver = raw.get("solver", {})
+        if isinstance(solver, dict):
+            raw = {**raw, "solver": {**FIT_SOLVER_DEFAULTS, **solver}}
+    parsed: dict[str, Any] = {}
+    for name, section in SECTIONS.items():
+        if name == "time" and "fit" in raw:
+            parsed[name] = None
+            continue
+        if section.unsupported:
+            if name in raw:
+                raise ConfigError(
+                    f"this section ({section.description}) is not supported yet in this "
+                    f"version of difsim ({difsim_version()}); remove it to run the rest",
+                    name,
+                )
+            continue
+        if name not in raw and section.required:
+            raise ConfigError(f"missing required section ({section.description})", name)
+        if name not in raw and section.none_if_absent:
+            parsed[name] = None
+            continue
+        values = check_section(name, section, raw.get(name, {}))
+        parsed[name] = section.handler(values, parsed)
+    return parsed

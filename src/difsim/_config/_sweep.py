@@ -1,0 +1,206 @@
+"""The `[sweep]` section of experiment configs: entries in config form → sweep specs.
+
+Entries are `key = values` with `key` a parameter name or `"state.<var>"` (also written as
+a dotted `state.x = ...` or a `[sweep.state]` table); the accepted forms depend on `kind`:
+`{ values = [...] }` (or a bare list), `{ linspace = [a, b, n] }`, `{ logspace = [a, b, n] }`
+for grid and zip sweeps, `{ uniform = [a, b] }`, `{ loguniform = [a, b] }`,
+`{ normal = [mean, std] }` for random and lhs sweeps.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from difsim._config._experiment import SweepSpec, field_defaults
+from difsim._config._schema import ConfigError, did_you_mean, given, is_int, is_number
+from difsim._sweep import (
+    AbstractSweep,
+    GridSweep,
+    LogUniform,
+    Normal,
+    RandomSweep,
+    Uniform,
+    ZipSweep,
+)
+
+GRID_FORMS = {
+    "values": "a list of numbers",
+    "linspace": "[start, stop, n]: n evenly spaced values from start to stop",
+    "logspace": "[start, stop, n]: n values from start to stop (both > 0), evenly spaced "
+    "in log (the endpoints themselves, as numpy.geomspace, not exponents)",
+}
+RANDOM_FORMS = {
+    "uniform": "[low, high]",
+    "loguniform": "[low, high], 0 < low",
+    "normal": "[mean, std]",
+}
+
+
+def entry_values(key: str, value: Any, kind: str) -> Any:
+    """A config entry of `[sweep]` → values (grid, zip) or a distribution (random, lhs).
+
+    **Raises:** `ConfigError` with key `sweep.<key>`, saying which forms are accepted.
+    """
+    where = f"sweep.{key}"
+    random = kind in ("random", "lhs")
+    forms = RANDOM_FORMS if random else GRID_FORMS
+    accepted = ", ".join(f"{{ {k} = {v.split(':')[0]} }}" for k, v in forms.items())
+    if isinstance(value, list):
+        if random:
+            raise ConfigError(
+                f"a {kind} sweep draws each key from a distribution; write one of {accepted}, "
+                f"got {given(value)}",
+                where,
+            )
+        value = {"values": value}
+    if not isinstance(value, dict) or len(value) != 1:
+        shown = given(value) if not isinstance(value, dict) else f"keys {list(value)}"
+        extra = "" if random else " or a bare list of values"
+        raise ConfigError(f"expected one of {accepted}{extra}; got {shown}", where)
+    ((form, args),) = value.items()
+    if form not in forms:
+        other = GRID_FORMS if random else RANDOM_FORMS
+        if form in other:
+            need = '"grid" or "zip"' if random else '"random" or "lhs"'
+            raise ConfigError(
+                f"{form} belongs to a sweep with kind = {need}; this sweep has kind = "
+                f'"{kind}", which takes {accepted}',
+                where,
+            )
+        raise ConfigError(
+            f"unknown form {form!r}; write one of {accepted}{did_you_mean(form, list(forms))}",
+            where,
+        )
+    if form == "values":
+        if not isinstance(args, list) or not args:
+            raise ConfigError(
+                f"values: expected a non-empty list of numbers, got {given(args)}", where
+            )
+        for i, v in enumerate(args):
+            if not is_number(v):
+                raise ConfigError(f"values[{i}]: expected a finite number, got {given(v)}", where)
+        return np.asarray(args, dtype=np.float64)
+    arity = 3 if form in ("linspace", "logspace") else 2
+    if not isinstance(args, list) or len(args) != arity or not all(map(is_number, args)):
+        raise ConfigError(f"{form} takes {forms[form]}; got {given(args)}", where)
+    if form in ("linspace", "logspace"):
+        start, stop, n = args
+        if not is_int(n) or n < 1:
+            raise ConfigError(
+                f"{form} takes {forms[form]}: n must be an integer >= 1, got {given(n)}", where
+            )
+        if form == "linspace":
+            return np.linspace(float(start), float(stop), n)
+        if not (start > 0 and stop > 0):
+            raise ConfigError(
+                f"logspace takes the endpoints (both > 0), like numpy.geomspace, not exponents: "
+                f"for 0.001 ... 10 write [0.001, 10.0, n]; got {given(args)}",
+                where,
+            )
+        return np.geomspace(float(start), float(stop), n)
+    a, b = map(float, args)
+    try:
+        return {"uniform": Uniform, "loguniform": LogUniform, "normal": Normal}[form](a, b)
+    except ValueError as e:
+        raise ConfigError(f"{form} takes {forms[form]}: {e}", where) from None
+
+
+def spec_from_config(
+    kind: str, entries: Mapping[str, Any], samples: int | None, seed: int | None, dim: str | None
+) -> AbstractSweep:
+    """The sweep spec a checked `[sweep]` section describes."""
+    values = {key: entry_values(key, value, kind) for key, value in entries.items()}
+    if kind == "grid":
+        return GridSweep(values)
+    if kind == "zip":
+        return ZipSweep(values, dim=dim or "sample")
+    return RandomSweep(values, samples, seed=seed or 0, method=kind, dim=dim or "sample")
+
+
+def parse_sweep(values: dict[str, Any], parsed: dict[str, Any]) -> SweepSpec:
+    """The `[sweep]` handler: check every entry and setting against the model and `[time]`
+    (nothing is drawn or compiled) and return a [`SweepSpec`][]."""
+    from difsim._sweep import check_keys, parse_bytes, plan_keep
+
+    cls, kind = parsed["model"].cls, values["kind"]
+    entries = dict(values["entries"])
+    # `state.x = ...` (a dotted key) arrives as a `state` table: flatten it to "state.x".
+    state = entries.pop("state", None)
+    if state is not None:
+        if not isinstance(state, dict) or not state:
+            raise ConfigError(
+                "expected a table of state variables (state.x = { linspace = [...] }), "
+                f"got {given(state)}",
+                "sweep.state",
+            )
+        entries.update({f"state.{k}": v for k, v in state.items()})
+    if not entries:
+        raise ConfigError(
+            'nothing to sweep: add a parameter (or a quoted "state.<var>") with its values, '
+            "e.g. rho = { linspace = [0.0, 21.0, 100] }",
+            "sweep",
+        )
+    settings = [k for k in values if k != "entries"]
+    for key in entries:
+        try:
+            check_keys([key], cls, "[sweep]")
+        except ValueError as e:
+            # A misspelt setting lands here too: say so.
+            close = did_you_mean(key, settings).replace("did you mean", "or the setting")
+            problem = str(e).removeprefix(f"[sweep] key {key!r}: ")
+            raise ConfigError(problem + close, f"sweep.{key}") from None
+    random = kind in ("random", "lhs")
+    built = {key: entry_values(key, value, kind) for key, value in entries.items()}
+    if random and values["samples"] is None:
+        raise ConfigError(
+            f"a {kind} sweep needs the number of points: add samples = 1000", "sweep.samples"
+        )
+    for key in ("samples", "seed"):
+        if not random and values[key] is not None:
+            raise ConfigError(
+                f'{key} applies to kind = "random" or "lhs" only; this sweep is "{kind}"',
+                f"sweep.{key}",
+            )
+    if kind == "grid" and values["dim"] is not None:
+        raise ConfigError(
+            "a grid has one dimension per key, named after it: remove dim", "sweep.dim"
+        )
+    if kind == "zip":
+        lengths = {key: v.size for key, v in built.items()}
+        if len(set(lengths.values())) > 1:
+            raise ConfigError(
+                "a zip sweep pairs values, so every key needs as many values; got "
+                + ", ".join(f"{k}: {n}" for k, n in lengths.items()),
+                "sweep",
+            )
+    dim = None if kind == "grid" else (values["dim"] or "sample")
+    if dim in entries:
+        raise ConfigError(f"dim {dim!r} is also a swept key; choose another name", "sweep.dim")
+    keep = values["keep"]
+    tspec = parsed["time"]
+    save = tspec.save
+    n_saved = 1 if save == "final" else (save if isinstance(save, int) else len(save))
+    save_text = repr(save) if not isinstance(save, tuple) else f"[{len(save)} times]"
+    try:
+        plan_keep(keep, cls, field_defaults(cls)["state"], n_saved, save_text)
+    except ValueError as e:
+        raise ConfigError(str(e).removeprefix("keep: "), "sweep.keep") from None
+    budget = values["memory_budget"]
+    if budget is not None:
+        try:
+            parse_bytes(budget)
+        except ValueError as e:
+            raise ConfigError(
+                str(e).removeprefix("memory_budget: "), "sweep.memory_budget"
+            ) from None
+    return SweepSpec(
+        kind=kind,
+        entries=entries,
+        samples=values["samples"],
+        seed=(values["seed"] if values["seed"] is not None else 0) if random else None,
+        keep=tuple(keep) if isinstance(keep, list) else keep,
+        chunk_size=values["chunk_size"],
+        memory_budget=budget,
+        dim=dim,
+    )

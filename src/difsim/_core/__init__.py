@@ -1,0 +1,37 @@
+"""The core: models, states, `simulate`, solutions, events, steady states. Depends on `_pde`,
+`_plot`, `_io`, `difsim.solvers` and `_status` only.
+"""
+
+from difsim._core._event import (
+    Event as Event,
+)
+from difsim._core._model import (
+    Model as Model,
+    param as param,
+)
+from difsim._core._observable import (
+    ObservableInfo as ObservableInfo,
+    model_observables as model_observables,
+    observable as observable,
+)
+from difsim._core._simulate import (
+    simulate as simulate,
+)
+from difsim._core._solution import (
+    Solution as Solution,
+)
+from difsim._core._solver_defaults import (
+    KEYS as KEYS,
+    resolve_solver_settings as resolve_solver_settings,
+)
+from difsim._core._state import (
+    State as State,
+    Var as Var,
+    VarInfo as VarInfo,
+)
+from difsim._core._steady import (
+    steady_state as steady_state,
+)
+from difsim._core._vector_field import (
+    Layout as Layout,
+)

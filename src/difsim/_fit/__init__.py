@@ -1,0 +1,28 @@
+"""Fitting models to data: data and noise models, transforms, the optimisation loop, multiple
+shooting, results.
+"""
+
+from difsim._fit._data import (
+    NOISE_MODELS as NOISE_MODELS,
+    read_data as read_data,
+)
+from difsim._fit._fit import (
+    fit as fit,
+)
+from difsim._fit._loop import (
+    ADJOINTS as ADJOINTS,
+    OPTIMIZERS as OPTIMIZERS,
+)
+from difsim._fit._result import (
+    FitResult as FitResult,
+)
+from difsim._fit._shooting import (
+    MultipleShooting as MultipleShooting,
+)
+from difsim._fit._transforms import (
+    AbstractTransform as AbstractTransform,
+    Bounded as Bounded,
+    Identity as Identity,
+    Positive as Positive,
+    as_transform as as_transform,
+)

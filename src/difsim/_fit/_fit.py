@@ -1,0 +1,396 @@
+"""`fit`: estimate a model's parameters and initial state from observations."""
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from difsim._core import Layout, Model, simulate
+from difsim._fit._data import (
+    coordinate_values,
+    fit_data,
+    observation_map,
+    read_data,
+    residuals,
+)
+from difsim._fit._loop import (
+    ADJOINTS,
+    CONVERGED,
+    DIVERGED,
+    FAILED,
+    OptimistixDriver,
+    make_driver,
+    result_message,
+    run,
+)
+from difsim._fit._result import FitResult, gauss_newton_covariance, predict
+from difsim._fit._shooting import (
+    MultipleShooting,
+    MultipleShootingProblem,
+    SimOptions,
+    SingleShooting,
+    multiple_shooting as make_multiple_shooting,
+    single_shooting,
+)
+from difsim._fit._steady import SteadyStateProblem
+from difsim._fit._transforms import AbstractTransform, as_transform
+from difsim._status import Status
+
+
+def fit(
+    model: Model,
+    data: Any,
+    free: Mapping[str, AbstractTransform | Any] | Sequence[str],
+    *,
+    observe: Mapping[str, str | Callable] | None = None,
+    noise: str = "gaussian",
+    weights: Mapping[str, Any] | None = None,
+    sigma: Mapping[str, Any] | None = None,
+    optimizer: Any = "levenberg_marquardt",
+    steps: int | None = None,
+    learning_rate: float = 1e-2,
+    tol: float = 1e-8,
+    adjoint: str | None = None,
+    time: str | None = None,
+    t0: float | None = None,
+    control: str | None = None,
+    multiple_shooting: int | MultipleShooting | None = None,
+    multistart: int | tuple | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    progress: bool | None = None,
+    max_failures: int = 20,
+    solver: Any = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-6,
+    max_steps: int = 4096,
+) -> FitResult:
+    r"""Fit free parameters (and initial state) of `model` to observations.
+
+    Minimises $\tfrac12\sum_i r_i^2$ over the free variables, with weighted residuals
+    $r_i = w_i\,(y_i^{\rm model} - y_i^{\rm data})$ (`noise="gaussian"`) or
+    $r_i = w_i\,(\log y_i^{\rm model} - \log y_i^{\rm data})$ (`noise="lognormal"`).
+    Gradients go through the ODE solver (diffrax adjoints). See `docs/fitting.md`.
+
+    **Arguments:**
+
+    - `model`: a [`Model`][]; its values are the initial guess of the free variables and
+      the fixed values of the others.
+    - `data`: an `xarray.Dataset`, a path to a netCDF or CSV file, a `pandas.DataFrame` or
+      a mapping of columns; one coordinate (`time`) and the observed variables. NaN marks a
+      missing value.
+    - `free`: the variables to fit: `{name: transform}` with `ds.Positive()`,
+      `ds.Bounded(lo, hi)`, `ds.Identity()` (or `"positive"`, `[lo, hi]`), or a list of
+      names (unconstrained). Names are parameters or `"state.<var>"` (an initial value).
+    - `observe`: `{data variable: state variable or function(state) -> value}`; default:
+      data variables named like state variables observe those.
+    - `noise`: `"gaussian"` or `"lognormal"` (positive data, relative errors).
+    - `weights`, `sigma`: per data variable, a residual weight or a noise scale
+      (weight `1/sigma`), each a number or an array over the time points.
+    - `optimizer`: `"levenberg_marquardt"` (default), `"gauss_newton"`, `"dogleg"`,
+      `"bfgs"`, `"nonlinear_cg"` (optimistix), `"adam"`, `"adamw"`, `"adabelief"`,
+      `"rmsprop"`, `"sgd"`, `"lbfgs"` (optax), an optax `GradientTransformation` or an
+      optimistix least-squares solver or minimiser.
+    - `steps`: most optimizer steps (default 256 for optimistix, 1000 for optax).
+    - `learning_rate`: for named optax optimizers. `tol`: `rtol = atol` of named
+      optimistix solvers (the convergence test).
+    - `adjoint`: `"checkpoint"` (reverse mode through the solve) or `"forward"` (forward
+      mode, one tangent per free variable). Default: forward for least-squares solvers
+      (their Jacobian has fewer columns than rows), checkpoint otherwise.
+    - `time`: the data coordinate (or CSV column) holding the times. `t0`: the time of the
+      model's initial state (default: the first data time).
+    - `control`: fit *steady states* instead of a time series: the name of a model
+      parameter whose values the data coordinate holds; each data point is the
+      equilibrium at that value (see [`steady_state`][]).
+    - `multiple_shooting`: a number of segments, or [`MultipleShooting`][].
+    - `multistart`: `n`, `(n, key)` or `(n, key, scale)`: run `n` fits in parallel (vmap)
+      from the guess and `n - 1` perturbations of it (normal, standard deviation `scale`
+      = 0.3 in unconstrained units, relative for unbounded variables); keep the best.
+    - `checkpoint`: a file to save the optimisation state in after every block of steps;
+      if it exists, the fit resumes from it.
+    - `progress`: show a progress bar (default: when stderr is a terminal).
+    - `max_failures`: consecutive rejected steps (non-finite loss, failed solves) before
+      the fit stops.
+    - `solver`, `rtol`, `atol`, `max_steps`: passed to [`simulate`][] (`max_steps` is
+      lower than `simulate`'s default: a trial point that needs more steps has almost
+      always blown up, and is then rejected sooner).
+
+    **Returns:** a [`FitResult`][].
+    """
+    if not isinstance(model, Model):
+        raise TypeError(f"fit expects a difsim.Model instance, got {type(model).__name__}")
+    cls = type(model).__name__
+    dataset, coord = read_data(
+        data, time if time is not None or control is None else _control_dim(data, control)
+    )
+    transforms = _free_transforms(model, free, control)
+    names = tuple(transforms)
+    x0 = _initial_values(model, transforms)
+    coords = coordinate_values(dataset, coord, increasing=control is None)
+    if control is None:
+        t0 = float(coords[0]) if t0 is None else float(t0)
+        if coords[0] < t0:
+            raise ValueError(
+                f"time {coords[0]:g} of the data lies before t0 = {t0:g}, outside the "
+                f"integration span [{t0:g}, {coords[-1]:g}] of {cls}"
+            )
+    elif t0 is not None:
+        raise ValueError("t0 has no meaning in a steady-state fit (control=...)")
+    dtype = Layout.of(model.initial_state()).dtype
+    pairs = observation_map(dataset, coord, model, observe)
+    fdata = fit_data(
+        dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma, dtype=dtype
+    )
+    driver = make_driver(optimizer, learning_rate=learning_rate, tol=tol, adjoint="checkpoint")
+    if adjoint is None:
+        lsq = isinstance(driver, OptimistixDriver) and driver.least_squares
+        adjoint = "forward" if lsq and len(names) <= np.prod(fdata.values.shape) else "checkpoint"
+    if adjoint not in ADJOINTS:
+        raise ValueError(
+            f"unknown adjoint {adjoint!r} for fit; choose one of {', '.join(ADJOINTS)}"
+        )
+    driver = make_driver(optimizer, learning_rate=learning_rate, tol=tol, adjoint=adjoint)
+    default_steps = 256 if isinstance(driver, OptimistixDriver) else 1000
+    steps = default_steps if steps is None else steps
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
+    starts = None if multistart is None else _multistart_spec(multistart)
+    if control is not None:
+        if multiple_shooting is not None:
+            raise ValueError("multiple_shooting does not apply to a steady-state fit (control=...)")
+        # Newton's tolerances, not the ODE's: a root is cheap to get to full precision.
+        problem = SteadyStateProblem(
+            model, names, tuple(transforms.values()), fdata, noise, control, 1e-10, 1e-10, 256
+        )
+        extra = np.zeros(0)
+    else:
+        sim = SimOptions(solver, rtol, atol, max_steps, adjoint)
+        if multiple_shooting is None:
+            problem = single_shooting(model, names, transforms.values(), fdata, noise, sim, t0)
+            extra = np.zeros(0)
+        else:
+            spec = multiple_shooting
+            if not isinstance(spec, MultipleShooting):
+                spec = MultipleShooting(spec)
+            guess = _guess_trajectory(model, sim, t0, coords, fdata)
+            problem, extra = make_multiple_shooting(
+                spec, model, names, transforms.values(), transforms, fdata, noise, sim, t0, guess
+            )
+    all_transforms = problem.all_transforms()
+    x_all = np.concatenate([x0, extra])
+    u0 = jnp.asarray(np.array([float(t.inverse(x)) for t, x in zip(all_transforms, x_all)]), dtype)
+    _check_initial(problem, u0, model)
+    if multistart is not None:
+        u0 = _starts(u0, *starts)
+    carry, history = run(
+        driver,
+        problem,
+        u0,
+        steps=steps,
+        max_failures=max_failures,
+        checkpoint=checkpoint,
+        progress=progress,
+    )
+    return _result(problem, driver, carry, history, names, transforms, u0.ndim == 2)
+
+
+def _control_dim(data, control: str) -> str | None:
+    dims = getattr(data, "dims", ())
+    return control if control in dims else None
+
+
+def _free_transforms(model: Model, free, control) -> dict[str, AbstractTransform]:
+    cls = type(model).__name__
+    if isinstance(free, str):
+        free = [free]
+    if isinstance(free, Mapping):
+        items = list(free.items())
+    elif isinstance(free, Sequence):
+        items = [(name, None) for name in free]
+    else:
+        raise TypeError(
+            f"free must be a mapping {{name: transform}} or a list of names, got {free!r}"
+        )
+    if not items:
+        raise ValueError("free is empty: name at least one parameter or 'state.<var>' to fit")
+    params = model.parameter_names()
+    states = model.initial_state().names
+    out = {}
+    for name, spec in items:
+        if not isinstance(name, str):
+            raise TypeError(f"free parameter names must be strings, got {name!r}")
+        if name.startswith("state."):
+            if name.removeprefix("state.") not in states:
+                raise ValueError(
+                    f"free names unknown state variable {name!r}; {cls}'s state variables "
+                    f"are {', '.join(states)} (write them as 'state.<var>')"
+                )
+            if control is not None:
+                raise ValueError(
+                    f"free names {name!r}, but in a steady-state fit the initial state is only "
+                    "the root finder's guess: it cannot be fitted"
+                )
+        elif name not in params:
+            raise ValueError(
+                f"free names unknown parameter {name!r}; {cls}'s parameters are "
+                f"{', '.join(params)}, and initial values are 'state.<var>' with variables "
+                f"{', '.join(states)}"
+            )
+        if name == control:
+            raise ValueError(f"{name!r} is the control parameter of the data; it cannot be free")
+        out[name] = as_transform(spec, name)
+    return out
+
+
+def _initial_values(model: Model, transforms) -> np.ndarray:
+    state = model.initial_state()
+    values = []
+    for name, transform in transforms.items():
+        value = state[name[6:]] if name.startswith("state.") else getattr(model, name)
+        if np.ndim(value) != 0:
+            raise ValueError(
+                f"free parameter {name!r} has shape {np.shape(value)}; only scalars can be "
+                "fitted (fix array-valued ones)"
+            )
+        value = float(np.asarray(value))
+        if not bool(transform.contains(value)):
+            raise ValueError(
+                f"initial value {name} = {value:g} lies outside the range "
+                f"{transform.describe()} of its transform {type(transform).__name__}; start "
+                "from a value inside it"
+            )
+        values.append(value)
+    return np.array(values)
+
+
+def _guess_trajectory(model, sim, t0, coords, fdata) -> dict[str, np.ndarray]:
+    """State variables on the solve grid: from the data where every state variable is
+    observed directly (no solve needed), else from a solve at the initial guess."""
+    grid = np.concatenate([[t0], coords]) if t0 < coords[0] else coords
+    names = model.initial_state().names
+    if all(name in fdata.targets for name in names):
+        values = np.where(np.asarray(fdata.mask), np.asarray(fdata.values), np.nan)
+        out = {name: values[:, fdata.targets.index(name)] for name in names}
+        if grid.shape[0] > coords.shape[0]:
+            state = model.initial_state()
+            out = {k: np.concatenate([[float(state[k])], v]) for k, v in out.items()}
+        if all(np.all(np.isfinite(v)) for v in out.values()):
+            return out
+    sol = simulate(
+        model,
+        t=grid,
+        solver=sim.solver,
+        rtol=sim.rtol,
+        atol=sim.atol,
+        max_steps=sim.max_steps,
+        throw=False,
+    )
+    return {k: np.asarray(v) for k, v in sol.ys.items()}
+
+
+def _check_initial(problem, u0, model) -> None:
+    """Raise if the loss at the initial guess is not finite, saying why."""
+    if isinstance(problem, MultipleShootingProblem):
+        return  # each segment starts from data or a solve already checked to be finite
+    start = problem.model_from(u0)
+    predicted = predict(problem, start, problem.data.times)
+    r = np.asarray(residuals(jnp.asarray(predicted), problem.data, problem.noise))
+    if np.all(np.isfinite(r)):
+        return
+    cls = type(model).__name__
+    hint = ""
+    if isinstance(problem, SingleShooting):
+        grid = np.asarray(problem.data.times)
+        if problem.prepend:
+            grid = np.concatenate([[float(problem.t0)], grid])
+        status = Status(int(problem.sim.simulate(start, jnp.asarray(grid)).status))
+        if not status.ok:
+            hint = f": simulate({cls}) ended with status {status.name} ({status.message})"
+    elif isinstance(problem, SteadyStateProblem):
+        hint = ": the steady-state solve failed (try another initial state as the guess)"
+    if not hint and problem.noise == "lognormal":
+        hint = ": with noise='lognormal' every prediction must be positive"
+    raise ValueError(f"the loss of {cls} is not finite at the initial guess{hint}")
+
+
+def _multistart_spec(multistart) -> tuple[int, jax.Array, float]:
+    key, scale = jax.random.key(0), 0.3
+    if isinstance(multistart, int) and not isinstance(multistart, bool):
+        n = multistart
+    elif isinstance(multistart, tuple) and len(multistart) in (2, 3):
+        n, key = multistart[0], multistart[1]
+        if len(multistart) == 3:
+            scale = float(multistart[2])
+    else:
+        raise TypeError(f"multistart must be n, (n, key) or (n, key, scale), got {multistart!r}")
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"multistart needs a positive number of starts, got {n!r}")
+    return n, key, scale
+
+
+def _starts(u0, n: int, key, scale: float) -> jax.Array:
+    """The guess and `n - 1` perturbations of it, `(n, p)`: normal with standard deviation
+    `scale` in unconstrained coordinates, relative for values of magnitude above 1."""
+    noise = jax.random.normal(key, (n - 1, u0.shape[0]), u0.dtype)
+    spread = scale * jnp.maximum(jnp.abs(u0), 1.0)
+    return jnp.concatenate([u0[None], u0[None] + spread[None] * noise])
+
+
+def _result(problem, driver, carry, history, names, transforms, batched) -> FitResult:
+    best_loss = np.asarray(carry.best_loss)
+    if batched:
+        ranked = np.where(np.isfinite(best_loss), best_loss, np.inf)
+        best = int(np.argmin(ranked))
+        pick = lambda x: np.asarray(x)[best]  # noqa: E731
+        hist = history[:, best] if history.size else history.reshape(0, 3)
+    else:
+        best, pick, hist = None, np.asarray, history
+    code, result = int(pick(carry.code)), int(pick(carry.result))
+    steps, fails = int(pick(carry.step)), int(pick(carry.fails))
+    hist = hist[:steps]  # a start that finished early holds (NaN rows) while others run
+    loss = float(pick(carry.best_loss))
+    u = pick(carry.best_u) if np.isfinite(loss) else pick(carry.u)
+    u = jnp.asarray(u)
+    status = {CONVERGED: "converged", DIVERGED: "diverged", FAILED: "failed"}.get(code)
+    if status is None:
+        status = "max_steps" if driver.has_convergence_test else "completed"
+    message = result_message(code, result, steps, driver, fails)
+    q = len(names)
+    if np.isfinite(loss):
+        cov, _, sigma2, dof = gauss_newton_covariance(problem, u)
+    else:
+        p = u.shape[0]
+        cov, sigma2, dof = np.full((p, p), np.nan), float("nan"), 0
+    cov = cov[:q, :q]
+    values = np.asarray(problem.natural(u))[:q]
+    stderr = np.sqrt(np.where(np.diag(cov) >= 0, np.diag(cov), np.nan))
+    start_losses = start_parameters = None
+    if batched:
+        start_losses = best_loss
+        nat = np.asarray(jax.vmap(problem.natural)(jnp.asarray(carry.best_u)))
+        start_parameters = {name: nat[:, i] for i, name in enumerate(names)}
+    return FitResult(
+        model=problem.model_from(u),
+        parameters={n: float(v) for n, v in zip(names, values)},
+        stderr={n: float(s) for n, s in zip(names, stderr)},
+        covariance=cov,
+        loss=loss,
+        sigma2=float(sigma2),
+        dof=int(dof),
+        loss_history=np.asarray(hist[:, 0]) if len(hist) else np.zeros(0),
+        grad_norm_history=np.asarray(hist[:, 1]) if len(hist) else np.zeros(0),
+        status=status,
+        message=message,
+        num_steps=steps,
+        rejected_steps=int(np.sum(hist[:, 2] == 0)) if len(hist) else 0,
+        names=names,
+        transforms=tuple(t.describe() for t in transforms.values()),
+        optimizer=driver.name,
+        start_losses=start_losses,
+        start_parameters=start_parameters,
+        best_start=best,
+        problem=problem,
+        u=np.asarray(u),
+    )

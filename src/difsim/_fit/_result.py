@@ -1,0 +1,297 @@
+r"""`FitResult`: fitted model, parameters with standard errors, loss history, outputs.
+
+Standard errors come from the Gauss–Newton approximation at the optimum $\hat\theta$:
+$$\mathrm{Cov}(\hat\theta) \approx \hat\sigma^2 (J^\top J)^{-1},\qquad
+\hat\sigma^2 = \frac{\sum_i r_i^2}{n - p},$$
+with $J = \partial r/\partial\theta$ the Jacobian of the weighted residuals with respect to
+the free variables in natural units (the chain rule through each transform), $n$ the number
+of residuals and $p$ the number of free variables.
+"""
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+from jaxtyping import Array, Float
+
+from difsim._core import Model
+from difsim._fit._loop import forward_jacobian
+from difsim._fit._shooting import AbstractProblem
+from difsim._io import difsim_version
+
+
+def gauss_newton_covariance(
+    problem: AbstractProblem, u: Float[Array, " p"]
+) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """`(covariance (p, p), residuals (m,), sigma², dof)` at `u`; NaN where undefined."""
+    r, j_u = _residuals_and_jacobian(problem, u)
+    dxdu = np.asarray(problem.derivative(u))
+    j_x = np.asarray(j_u) / dxdu[None, :]  # dr/dx = dr/du / (dx/du), elementwise transforms
+    r = np.asarray(r)
+    data_mask = np.asarray(problem.data.mask).reshape(-1)
+    n = int(np.sum(data_mask)) + (r.shape[0] - data_mask.shape[0])
+    p = j_x.shape[1]
+    dof = n - p
+    rss = float(np.sum(r * r))
+    sigma2 = rss / dof if dof > 0 else float("nan")
+    try:
+        cov = sigma2 * np.linalg.inv(j_x.T @ j_x)
+    except np.linalg.LinAlgError:
+        cov = np.full((p, p), np.nan)
+    return cov, r, sigma2, dof
+
+
+def _residuals_and_jacobian(problem, u):
+    if u.shape[0] <= problem.num_residuals():
+        # Fewer columns than rows: forward mode, one tangent solve per free variable.
+        return _forward_jacobian(problem.with_adjoint("forward"), u)
+    return _reverse_jacobian(problem.with_adjoint("checkpoint"), u)
+
+
+@eqx.filter_jit
+def _forward_jacobian(problem, u):
+    return forward_jacobian(problem, u)
+
+
+@eqx.filter_jit
+def _reverse_jacobian(problem, u):
+    return problem.residuals(u), jax.jacrev(problem.residuals)(u)
+
+
+class FitResult(eqx.Module):
+    """The outcome of [`fit`][].
+
+    **Fields:**
+
+    - `model`: the fitted model (free parameters and initial state at the optimum).
+    - `parameters`, `stderr`: `{name: value}` of the free parameters (`"state.x"` for an
+      initial value) and their standard errors (Gauss–Newton, natural units).
+    - `covariance`: `(p, p)` covariance of the free parameters, in the order of `names`.
+    - `loss`: $\\tfrac12\\sum r_i^2$ at the optimum; `sigma2`: residual variance
+      $\\sum r_i^2/(n-p)$; `dof`: $n - p$.
+    - `loss_history`, `grad_norm_history`: per step (of the best start), `(steps,)`.
+    - `status`: `"converged"`, `"completed"` (all steps run; optax has no convergence
+      test), `"max_steps"`, `"diverged"` or `"failed"`; `message`: what happened.
+    - `num_steps`: steps taken by the best start; `rejected_steps`: how many of them were
+      rejected (non-finite loss or failed solve; for optimistix also trust-region or
+      line-search rejections).
+    - `start_losses`, `start_parameters`: with a multistart, each start's final loss
+      `(starts,)` and parameters `{name: (starts,)}`; `best_start` its index.
+    """
+
+    model: Model
+    parameters: dict[str, float]
+    stderr: dict[str, float]
+    covariance: np.ndarray
+    loss: float
+    sigma2: float
+    dof: int
+    loss_history: np.ndarray
+    grad_norm_history: np.ndarray
+    status: str
+    message: str
+    num_steps: int
+    rejected_steps: int
+    names: tuple[str, ...]
+    transforms: tuple[str, ...]
+    optimizer: str
+    start_losses: np.ndarray | None
+    start_parameters: dict[str, np.ndarray] | None
+    best_start: int | None
+    problem: AbstractProblem
+    u: np.ndarray
+
+    @property
+    def ok(self) -> bool:
+        """Whether the fit ended normally (converged or ran all its steps)."""
+        return self.status in ("converged", "completed")
+
+    @property
+    def data(self):
+        """The observations used (a `FitData`)."""
+        return self.problem.data
+
+    def predict(self, coords=None) -> np.ndarray:
+        """Fitted observed quantities `(len(coords), k)` at `coords` (default: the data's)."""
+        coords = self.problem.data.times if coords is None else jnp.asarray(coords)
+        return predict(self.problem, self.model, coords)
+
+    # ------------------------------------------------------------ text
+    def summary(self) -> str:
+        """A table of the fitted values with standard errors, and the fit's outcome."""
+        rows = [("parameter", "value", "std. error", "rel. error", "range")]
+        for name, transform in zip(self.names, self.transforms):
+            value, se = self.parameters[name], self.stderr[name]
+            rel = f"{abs(se / value):.2%}" if value != 0 and np.isfinite(se) else "n/a"
+            rows.append((name, f"{value:.6g}", f"{se:.3g}", rel, transform))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = [f"Fit of {type(self.model).__name__} ({self.optimizer}): {self.status}"]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+        obs = self.problem.data.num_observations
+        lines.append(
+            f"loss {self.loss:.6g} (½·sum of squared residuals), {obs} observations, "
+            f"{len(self.names)} free, residual variance {self.sigma2:.4g} ({self.dof} dof)"
+        )
+        if self.start_losses is not None:
+            finite = np.isfinite(self.start_losses)
+            lines.append(
+                f"multistart: {len(self.start_losses)} starts, best #{self.best_start}; "
+                f"{int(finite.sum())} finished with a finite loss"
+            )
+        lines.append(self.message)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    # ------------------------------------------------------------ outputs
+    def to_xarray(self) -> xr.Dataset:
+        """The data, the fitted values at the data points, the parameters (value, stderr,
+        covariance) and the loss history as an `xarray.Dataset`."""
+        data = self.problem.data
+        coord = data.coord
+        pred = self.predict()
+        values = np.where(np.asarray(data.mask), np.asarray(data.values), np.nan)
+        data_vars: dict[str, Any] = {}
+        for j, name in enumerate(data.names):
+            attrs = {"units": data.units[j]} if data.units[j] else {}
+            data_vars[name] = ((coord,), values[:, j], attrs)
+            data_vars[f"{name}_fit"] = ((coord,), pred[:, j], {**attrs, "long_name": "fitted"})
+        names = list(self.names)
+        data_vars["value"] = (("parameter",), [self.parameters[n] for n in names])
+        data_vars["stderr"] = (("parameter",), [self.stderr[n] for n in names])
+        data_vars["covariance"] = (("parameter", "parameter_"), self.covariance)
+        data_vars["loss_history"] = (("step",), self.loss_history)
+        data_vars["grad_norm_history"] = (("step",), self.grad_norm_history)
+        if self.start_losses is not None:
+            data_vars["start_loss"] = (("start",), self.start_losses)
+        attrs = dict(
+            model=type(self.model).__name__,
+            optimizer=self.optimizer,
+            status=self.status,
+            message=self.message,
+            loss=self.loss,
+            sigma2=self.sigma2,
+            dof=self.dof,
+            noise=self.problem.noise,
+            difsim_version=difsim_version(),
+        )
+        coords = {
+            coord: np.asarray(data.times),
+            "parameter": names,
+            "parameter_": names,
+            "step": np.arange(len(self.loss_history)),
+        }
+        return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-ready summary: parameters, standard errors, loss, status."""
+        return dict(
+            model=type(self.model).__name__,
+            optimizer=self.optimizer,
+            status=self.status,
+            message=self.message,
+            parameters=dict(self.parameters),
+            stderr=dict(self.stderr),
+            covariance=self.covariance.tolist(),
+            names=list(self.names),
+            loss=self.loss,
+            sigma2=self.sigma2,
+            dof=self.dof,
+            num_steps=self.num_steps,
+            loss_history=self.loss_history.tolist(),
+        )
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the result to `path`: netCDF (`.nc`, see [`to_xarray`][]) or JSON
+        (`.json`, see `to_dict`). Written to a temporary file first, then renamed."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix not in (".nc", ".json"):
+            raise ValueError(f"save: unknown format {suffix!r} of {str(path)!r}; use .nc or .json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        if suffix == ".nc":
+            self.to_xarray().to_netcdf(tmp, engine="h5netcdf")
+        else:
+            tmp.write_text(json.dumps(_finite_json(self.to_dict()), indent=2))
+        os.replace(tmp, path)
+        return path
+
+    def plot(self, path: str | os.PathLike | None = None, *, points: int = 201):
+        """Data (markers) against the fitted model (lines), one panel per observed variable,
+        and the loss history. Saved as PNG when `path` is given.
+
+        **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
+        """
+        from matplotlib.figure import Figure
+
+        data = self.problem.data
+        times = np.asarray(data.times)
+        if getattr(self.problem, "prepend", False):
+            # From t0 (the initial state) on; t0 itself is the solve's start, not a save time.
+            dense = np.linspace(float(self.problem.t0), times[-1], points + 1)[1:]
+        else:
+            dense = np.linspace(times.min(), times.max(), points)
+        curve = self.predict(dense)
+        values = np.where(np.asarray(data.mask), np.asarray(data.values), np.nan)
+        k = len(data.names)
+        fig = Figure(figsize=(7.5, 2.3 * (k + 1) + 0.5))
+        axes = fig.subplots(k + 1, 1, squeeze=False)[:, 0]
+        log = self.problem.noise == "lognormal"
+        for j, (ax, name) in enumerate(zip(axes, data.names)):
+            ax.plot(times, values[:, j], "o", ms=4, label=f"data: {name}")
+            target = data.targets[j]
+            label = target if isinstance(target, str) else getattr(target, "__name__", "f(state)")
+            ax.plot(dense, curve[:, j], "-", lw=1.5, label=f"fit: {label}")
+            units = f" [{data.units[j]}]" if data.units[j] else ""
+            ax.set_ylabel(f"{name}{units}")
+            if log:
+                from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
+                # Plain numbers at 1, 2, 5 × 10^k: a log axis that reads like a linear one.
+                ax.set_yscale("log")
+                ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+                ax.yaxis.set_major_formatter(ScalarFormatter())
+                ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.legend(fontsize=8, loc="best")
+        axes[k - 1].set_xlabel(data.coord)
+        ax = axes[k]
+        finite = np.isfinite(self.loss_history)
+        ax.semilogy(np.flatnonzero(finite), self.loss_history[finite], lw=1.2)
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss")
+        fig.suptitle(f"{type(self.model).__name__} fit ({self.optimizer}): {self.status}")
+        fig.tight_layout()
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, dpi=100)
+            return None
+        return fig
+
+
+def predict(problem: AbstractProblem, model: Model, coords) -> np.ndarray:
+    """`problem.predict(model, coords)`, compiled once per problem shape (the adjoint does
+    not matter without gradients: always the forward-mode variant, for one compilation)."""
+    return np.asarray(_predict(problem.with_adjoint("forward"), model, coords))
+
+
+@eqx.filter_jit
+def _predict(problem, model, coords):
+    return problem.predict(model, coords)
+
+
+def _finite_json(obj):
+    if isinstance(obj, float):
+        return obj if np.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite_json(v) for v in obj]
+    return obj

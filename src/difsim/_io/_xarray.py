@@ -1,0 +1,127 @@
+"""Labelled output: a `Solution` (or a batch of them) as an `xarray.Dataset`."""
+
+import functools
+from collections.abc import Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from difsim._status import Status, flag_attrs
+
+
+@functools.cache  # two importlib.metadata look-ups cost ~1.6 ms: once per process is enough
+def difsim_version() -> str:
+    try:
+        return version("difsim")
+    except PackageNotFoundError:  # running from a source tree
+        return "unknown"
+
+
+def attr_value(value: Any) -> Any:
+    """A value netCDF can store as an attribute, or `None`."""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def to_xarray(
+    solution,
+    batch_dims: Sequence[str] | None = None,
+    batch_coords: Mapping[str, Any] | None = None,
+) -> xr.Dataset:
+    """A [`Solution`][] as an `xarray.Dataset` with labelled dimensions and metadata.
+
+    One data variable per state variable, dims `(*batch, "time", *var_dims)`, with `units`
+    and `long_name` attributes; a `time` coordinate; `status` (a [`Status`][] code with CF
+    flag attributes) and `num_steps`. Scalar parameters go into the Dataset's attributes
+    (with `<name>_units` where declared); parameters that vary over the batch become data
+    variables over the batch dims.
+
+    **Arguments:**
+
+    - `solution`: the result of `simulate`, possibly `vmap`ped (leading batch axes).
+    - `batch_dims`: names of the leading batch axes (default `batch`, `batch1`, …).
+    - `batch_coords`: coordinate values for those axes, `{dim: 1-D values}`.
+    """
+    status = np.asarray(solution.status)
+    nbatch = status.ndim
+    if batch_dims is None:
+        batch_dims = ["batch"] + [f"batch{i}" for i in range(1, nbatch)]
+        batch_dims = batch_dims[:nbatch]
+    batch_dims = tuple(batch_dims)
+    if len(batch_dims) != nbatch:
+        raise ValueError(f"solution has {nbatch} batch axes but batch_dims={batch_dims}")
+    model = solution.model
+    extra_coords = {k: np.asarray(v) for k, v in model.coords().items()}
+
+    all_ts = np.asarray(solution.ts)
+    first = all_ts.reshape(-1, all_ts.shape[-1])[0]
+    time_attrs = _units_attrs(type(model).time_units)
+    if np.array_equal(all_ts, np.broadcast_to(first, all_ts.shape)):
+        coords: dict[str, Any] = {"time": ("time", first, time_attrs)}
+    else:
+        # Save times differ across the batch (e.g. final states of solves stopped by an
+        # event): keep each trajectory's own times rather than mislabel them with the first.
+        coords = {"time": ((*batch_dims, "time"), all_ts, time_attrs)}
+    coords.update({dim: (dim, np.asarray(v)) for dim, v in (batch_coords or {}).items()})
+
+    data_vars: dict[str, Any] = {}
+    for name, info in solution.var_info:
+        values = np.asarray(solution.ys[name])
+        var_ndim = values.ndim - nbatch - 1
+        dims = info.dims or model.default_dims(name, var_ndim)
+        if len(dims) != var_ndim:
+            raise ValueError(f"state variable {name!r} has {var_ndim} axes but dims={dims}")
+        for dim in dims:
+            if dim in extra_coords and dim not in coords:
+                coords[dim] = (dim, extra_coords[dim])
+        attrs = {k: v for k, v in dict(units=info.units, long_name=info.description).items() if v}
+        data_vars[name] = ((*batch_dims, "time", *dims), values, attrs)
+
+    data_vars["status"] = (batch_dims, status.astype(np.int32), flag_attrs())
+    data_vars["num_steps"] = (batch_dims, np.asarray(solution.num_steps), {})
+    if solution.t_end is not None:
+        data_vars["t_end"] = (
+            batch_dims,
+            np.asarray(solution.t_end),
+            dict(long_name="time the solve stopped (event)"),
+        )
+
+    attrs: dict[str, Any] = dict(
+        model=type(model).__name__,
+        model_module=type(model).__module__,
+        solver=solution.solver,
+        difsim_version=difsim_version(),
+        parameters=" ".join(model.parameter_names()),
+    )
+    # `type(model).__doc__` alone would give the signature dataclasses invents for a class
+    # without a docstring.
+    doc = (type(model).__dict__.get("__doc__") or "").strip().splitlines()
+    if doc and not doc[0].startswith(f"{type(model).__name__}("):
+        attrs["title"] = doc[0]
+    for grid in model.grids():
+        attrs["grid"] = grid.describe()
+    if nbatch == 0:
+        attrs["status_message"] = Status(int(status)).message
+    for pname, value in model.parameters().items():
+        info = type(model).parameter_info(pname)
+        value = np.asarray(value)
+        batched = value.ndim > 0 and value.shape == status.shape
+        if value.ndim == 0 or (batched and np.all(value == value.reshape(-1)[0])):
+            attrs[pname] = value.reshape(-1)[0].item()
+            if info["units"]:
+                attrs[f"{pname}_units"] = info["units"]
+        elif batched and pname in (batch_coords or {}):
+            # Swept over a batch axis named after it: the coordinate carries the values.
+            coords[pname] = (pname, coords[pname][1], {k: v for k, v in info.items() if v})
+        else:
+            pdims = batch_dims if batched else tuple(f"{pname}_dim{i}" for i in range(value.ndim))
+            data_vars[pname] = (pdims, value, {k: v for k, v in info.items() if v})
+    attrs = {k: v for k, v in attrs.items() if attr_value(v) is not None}
+    return xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
+
+
+def _units_attrs(units: str | None) -> dict[str, str]:
+    return {"units": units} if units else {}

@@ -1,0 +1,148 @@
+"""Quick-look plots of sweep outputs (PNG): lines, heat maps or scatter plots by spec kind."""
+
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from difsim._plot._plot import finish_figure
+from difsim._status import Status
+
+MAX_PANELS = 6
+_OK = [int(s) for s in Status if s.ok]
+
+
+def _label(da: xr.DataArray) -> str:
+    units = da.attrs.get("units")
+    return f"{da.name} [{units}]" if units and units != "1" else str(da.name)
+
+
+def _quantities(dataset: xr.Dataset, dims: tuple[str, ...]) -> list[xr.DataArray]:
+    """Scalars per trajectory to plot: kept variables over exactly the sweep dims (the
+    final time of a kept series)."""
+    out = []
+    for name, da in dataset.data_vars.items():
+        if name in ("status", "num_steps") or not np.issubdtype(da.dtype, np.floating):
+            continue
+        if da.dims == dims:
+            out.append(da)
+        elif da.dims == (*dims, "time"):
+            final = da.isel(time=-1)
+            final.name = f"{name} (t = {float(dataset['time'][-1]):g})"
+            out.append(final)
+    return out[:MAX_PANELS]
+
+
+def _log_axis(coord: xr.DataArray) -> bool:
+    if str(coord.attrs.get("distribution", "")).startswith("loguniform"):
+        return True
+    values = np.asarray(coord, dtype=float)
+    if values.size < 3 or np.any(values <= 0) or values.max() / values.min() < 100:
+        return False
+    steps = np.diff(np.log(np.sort(values)))
+    return bool(np.allclose(steps, steps[0], rtol=1e-3))
+
+
+def _set_scale(ax, axis: str, coord: xr.DataArray) -> None:
+    if not _log_axis(coord):
+        return
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    getattr(ax, f"set_{axis}scale")("log")
+    # Plain numbers at 1-2-5 steps: the default 10^k labels overlap within two decades.
+    target = getattr(ax, f"{axis}axis")
+    target.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_formatter(NullFormatter())
+
+
+def _colours(values: np.ndarray) -> dict:
+    finite = values[np.isfinite(values)]
+    if finite.size and finite.min() < 0 < finite.max():
+        # A quantity of both signs (a mean velocity, a drift): centre a diverging map on 0.
+        bound = float(np.abs(finite).max())
+        return dict(cmap="RdBu_r", vmin=-bound, vmax=bound)
+    return dict(cmap="viridis")
+
+
+def plot_sweep(dataset: xr.Dataset, path: str | Path | None = None):
+    """Plot a sweep Dataset (from [`sweep`][]): a 1-D grid as lines of each kept scalar
+    against the swept value, a 2-D grid as heat maps (further grid dims at their first
+    value), a zip or random sweep as a scatter of its first two keys coloured by each kept
+    scalar (or against its key, with one key). Failed trajectories are marked with red `x`
+    (lines, scatter) or left blank (heat maps). With `path`, saved as PNG and closed.
+
+    **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.transforms import blended_transform_factory
+
+    status = dataset["status"]
+    dims = tuple(status.dims)
+    kind = dataset.attrs.get("sweep_kind", "grid")
+    keys = str(dataset.attrs.get("sweep_keys", " ".join(dims))).split()
+    selection = {}
+    if kind == "grid" and len(dims) > 2:
+        selection = {d: 0 for d in dims[2:]}
+        dataset, dims = dataset.isel(selection), dims[:2]
+        status = dataset["status"]
+    quantities = _quantities(dataset, dims)
+    if not quantities:
+        raise ValueError("the sweep kept no scalar per trajectory to plot")
+    failed = ~np.isin(np.asarray(status), _OK)
+    ncol = min(3, len(quantities))
+    nrow = -(-len(quantities) // ncol)
+    fig = Figure(figsize=(max(7.0, 4.8 * ncol), 3.8 * nrow + 0.8))
+    axes = fig.subplots(nrow, ncol, squeeze=False).ravel()
+    for ax in axes[len(quantities) :]:
+        ax.set_visible(False)
+
+    grid_lines = kind == "grid" and len(dims) == 1
+    one_key = kind != "grid" and len(keys) == 1
+    for ax, da in zip(axes, quantities):
+        values = np.asarray(da, dtype=float)
+        if grid_lines or one_key:
+            x = dataset[keys[0]]
+            order = np.argsort(np.asarray(x))
+            style = dict(lw=1.0) if grid_lines else dict(ls="none", marker=".", ms=3)
+            ax.plot(np.asarray(x)[order], values[order], **style)
+            if failed.any():
+                mark = blended_transform_factory(ax.transData, ax.transAxes)
+                ax.plot(np.asarray(x)[failed], np.full(failed.sum(), 0.03), "rx", ms=4,
+                        transform=mark, label=f"failed ({failed.sum()})")  # fmt: skip
+                ax.legend(loc="best", fontsize=8)
+            ax.set_xlabel(_label(x))
+            ax.set_ylabel(_label(da))
+            _set_scale(ax, "x", x)
+        elif kind == "grid":
+            x, y = dataset[dims[1]], dataset[dims[0]]
+            mesh = ax.pcolormesh(np.asarray(x), np.asarray(y), values, shading="nearest",
+                                 **_colours(values))  # fmt: skip
+            fig.colorbar(mesh, ax=ax, label=_label(da))
+            ax.set_xlabel(_label(x))
+            ax.set_ylabel(_label(y))
+            _set_scale(ax, "x", x)
+            _set_scale(ax, "y", y)
+            if failed.any():
+                ax.set_title(f"{failed.sum()} failed (blank)", fontsize=8)
+        else:
+            x, y = dataset[keys[0]], dataset[keys[1]]
+            ok = ~failed
+            points = ax.scatter(np.asarray(x)[ok], np.asarray(y)[ok], c=values[ok], s=6,
+                                **_colours(values[ok]))  # fmt: skip
+            fig.colorbar(points, ax=ax, label=_label(da))
+            if failed.any():
+                ax.plot(np.asarray(x)[failed], np.asarray(y)[failed], "rx", ms=4,
+                        label=f"failed ({failed.sum()})")  # fmt: skip
+                ax.legend(loc="best", fontsize=8)
+            ax.set_xlabel(_label(x))
+            ax.set_ylabel(_label(y))
+            _set_scale(ax, "x", x)
+            _set_scale(ax, "y", y)
+
+    title = f"{dataset.attrs.get('model', '')}: {kind} sweep of {', '.join(keys)}"
+    title += f" ({int(status.size)} trajectories"
+    title += f", {int(failed.sum())} failed)" if failed.any() else ")"
+    if selection:
+        title += "  at " + ", ".join(f"{d} = {float(dataset[d]):g}" for d in selection)
+    return finish_figure(fig, title, path)

@@ -1,0 +1,219 @@
+"""The shape and metadata of a sweep's Dataset, and the settings that identify a sweep.
+
+Everything here is known before a single trajectory runs: the [`Layout`][] (dims,
+coordinates, variables, attributes) lets results stream into a netCDF file chunk by chunk,
+and [`settings`][] lists, as text, everything that determines the results (its hash
+identifies the sweep for resuming).
+"""
+
+import dataclasses
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+
+from difsim import solvers
+from difsim._io import attr_value, difsim_version
+from difsim._status import Status, flag_attrs
+
+
+@dataclasses.dataclass
+@dataclasses.dataclass
+class Layout:
+    """The shape of a sweep's Dataset, known before anything runs.
+
+    **Fields:** `dims`/`shape` (the sweep's own dimensions), `coords`
+    (`{name: (dims, values, attrs)}`), `variables` (`{name: (tail_dims, tail_shape, dtype,
+    attrs)}`, each stored with dims `(*dims, *tail_dims)`), `attrs` (global attributes).
+    """
+
+    dims: tuple[str, ...]
+    shape: tuple[int, ...]
+    coords: dict[str, tuple[tuple[str, ...], np.ndarray, dict[str, Any]]]
+    variables: dict[str, tuple[tuple[str, ...], tuple[int, ...], Any, dict[str, Any]]]
+    attrs: dict[str, Any]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def empty(self) -> dict[str, np.ndarray]:
+        """Flat arrays `(size, *tail)` for every variable, to fill chunk by chunk."""
+        return {
+            name: np.empty((self.size, *tail), dtype)
+            for name, (_, tail, dtype, _) in self.variables.items()
+        }
+
+    def to_dataset(self, arrays: dict[str, np.ndarray]) -> xr.Dataset:
+        """The Dataset of flat `arrays` (as from [`empty`][]), reshaped to the dims."""
+        data_vars = {
+            name: ((*self.dims, *tdims), arrays[name].reshape(*self.shape, *tail), dict(attrs))
+            for name, (tdims, tail, _, attrs) in self.variables.items()
+        }
+        coords = {k: (d, v, dict(a)) for k, (d, v, a) in self.coords.items()}
+        return xr.Dataset(data_vars, coords, dict(self.attrs))
+
+
+def status_counts(status: np.ndarray) -> dict[int, int]:
+    """`{status code: count}` of the codes present."""
+    codes, counts = np.unique(np.asarray(status), return_counts=True)
+    return {int(c): int(n) for c, n in zip(codes, counts)}
+
+
+def value_text(value: Any) -> str:
+    if isinstance(value, eqx.Module):
+        leaves = [np.asarray(x) for x in jax.tree.leaves(value) if eqx.is_array(x)]
+        digest = hashlib.sha256(repr(jax.tree.structure(value)).encode())
+        for leaf in leaves:
+            digest.update(leaf.dtype.str.encode() + leaf.tobytes())
+        return f"{type(value).__name__} sha256:{digest.hexdigest()[:16]}"
+    array = np.asarray(value)
+    if array.size <= 8:
+        return repr(array.tolist()) + ("" if array.dtype == object else f" {array.dtype}")
+    digest = hashlib.sha256(array.dtype.str.encode() + array.tobytes()).hexdigest()
+    return f"array{array.shape} {array.dtype} sha256:{digest[:16]}"
+
+
+def settings(model, spec, t0, t1, save_text, ts, solver, plan, dtype, kw) -> dict[str, str]:
+    """Everything that determines the results, as text (hashed; shown when they differ)."""
+    cls = type(model)
+    swept = set(spec.keys)
+    params = {k: getattr(model, k) for k in cls.parameter_names() if k not in swept}
+    state = {k: v for k, v in model.initial_state().items() if f"state.{k}" not in swept}
+    times = f"t0={t0!r}, t1={t1!r}, save={save_text}"
+    if ts is not None:
+        times += f" {value_text(ts)}"
+    return {
+        "model": f"{cls.__module__}.{cls.__qualname__}",
+        "parameters": ", ".join(f"{k}={value_text(v)}" for k, v in params.items()),
+        "state": ", ".join(f"{k}={value_text(v)}" for k, v in state.items()),
+        "sweep": f"{spec!r} points sha256:{spec.fingerprint(dtype)[:16]}",
+        "time": times,
+        "solver": (
+            f"{solver!r}, controller={kw['controller']!r}, "
+            f"rtol={float(kw['rtol'])!r}, "
+            f"atol={float(kw['atol'])!r}, dt0={kw['dt0']!r}, max_steps={int(kw['max_steps'])}"
+        ),
+        "keep": plan.describe(),
+        "dtype": str(dtype),
+        "versions": f"difsim {difsim_version()}, jax {jax.__version__}, "
+        f"diffrax {diffrax.__version__}",
+    }
+
+
+def default_controller(solver: Any, controller: Any) -> Any:
+    """`controller`, or for `None` the name `simulate` would choose for `solver`."""
+    if controller is not None:
+        return controller
+    info = solvers.solver_info(solver)
+    return controller if info is None else ("pid" if info.adaptive else "constant")
+
+
+def settings_hash(settings: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+
+
+def build_layout(
+    model, spec, outputs, plan, t0, t1, save, ts, n_saved, dtype, solver, kw
+) -> Layout:
+    cls = type(model)
+    state_info = dict(model.initial_state().info)
+    coords = {}
+    for key, (dims, values, attrs) in spec.coords(dtype).items():
+        if key.startswith("state."):
+            info = state_info[key.removeprefix("state.")]
+            meta = dict(units=info.units, long_name=f"initial {info.description or key[6:]}")
+        else:
+            meta = cls.parameter_info(key)
+            meta = dict(units=meta["units"], long_name=meta["description"])
+        coords[key] = (dims, values, {**{k: v for k, v in meta.items() if v}, **attrs})
+    tail_dims = {d for o in outputs for d in o.dims}
+    if plan.mode == "trajectory":
+        if ts is None:
+            times = np.asarray(
+                jnp.linspace(jnp.asarray(t0, dtype), jnp.asarray(t1, dtype), n_saved)
+            )
+        else:
+            times = ts.astype(dtype)
+        coords["time"] = (("time",), times, {"units": cls.time_units} if cls.time_units else {})
+    for dim, values in model.coords().items():
+        if dim in tail_dims and dim not in coords:
+            coords[dim] = ((dim,), np.asarray(values), {})
+    variables = {o.name: (o.dims, o.shape, np.dtype(o.dtype), dict(o.attrs)) for o in outputs}
+    variables["status"] = ((), (), np.dtype(np.int32), flag_attrs())
+    steps = jax.eval_shape(lambda: jnp.zeros((), jnp.result_type(int))).dtype
+    variables["num_steps"] = ((), (), np.dtype(steps), {"long_name": "solver steps"})
+    clash = set(coords) & set(variables)
+    if clash:
+        raise ValueError(
+            f"sweep: {sorted(clash)[0]!r} would be both a coordinate and a kept variable; "
+            "rename the sweep dimension (dim=...) or keep observables instead"
+        )
+    return Layout(spec.dims, spec.shape, coords, variables, sweep_attrs(model, spec, t0, t1, save,
+                  n_saved, solver, plan, dtype, kw))  # fmt: skip
+
+
+def sweep_attrs(model, spec, t0, t1, save, n_saved, solver, plan, dtype, kw) -> dict[str, Any]:
+    cls = type(model)
+    solver_obj = solvers.make_solver(solver)
+    attrs: dict[str, Any] = dict(
+        model=cls.__name__,
+        model_module=cls.__module__,
+        solver=type(solver_obj).__name__,
+        difsim_version=difsim_version(),
+        parameters=" ".join(cls.parameter_names()),
+    )
+    doc = (cls.__dict__.get("__doc__") or "").strip().splitlines()
+    if doc and not doc[0].startswith(f"{cls.__name__}("):
+        attrs["title"] = doc[0]
+    swept = set(spec.keys)
+    for name, value in model.parameters().items():
+        value = np.asarray(value)
+        if name in swept or value.ndim != 0:
+            continue
+        attrs[name] = value.item()
+        units = cls.parameter_info(name)["units"]
+        if units:
+            attrs[f"{name}_units"] = units
+    for name, value in model.initial_state().items():
+        if f"state.{name}" not in swept and np.ndim(value) == 0:
+            attrs[f"initial_{name}"] = float(np.asarray(value))
+    description = spec.describe()
+    attrs.update(
+        sweep_kind=spec.kind,
+        sweep_keys=" ".join(spec.keys),
+        sweep_size=spec.size,
+        t0=t0,
+        t1=t1,
+        save=save if isinstance(save, str | int) else f"{n_saved} times",
+        rtol=float(kw["rtol"]),
+        atol=float(kw["atol"]),
+        max_steps=int(kw["max_steps"]),
+        keep=plan.describe(),
+        dtype=str(dtype),
+    )
+    if "seed" in description:
+        attrs["seed"] = description["seed"]
+    attrs.update({k: v for k, v in (kw["attrs"] or {}).items()})
+    return {k: v for k, v in attrs.items() if attr_value(v) is not None}
+
+
+def count_attrs(counts: dict[int, int]) -> dict[str, int]:
+    out = {"n_success": counts.get(int(Status.SUCCESS), 0)}
+    for code, n in sorted(counts.items()):
+        out[f"n_{Status(code).name.lower()}"] = n
+    return out
+
+
+def counts_from_file(path: Path) -> dict[int, int]:
+    with xr.open_dataset(path, engine="h5netcdf") as f:
+        return {int(s): int(f.attrs[f"n_{s.name.lower()}"]) for s in Status
+                if f"n_{s.name.lower()}" in f.attrs and f.attrs[f"n_{s.name.lower()}"]}  # fmt: skip

@@ -1,0 +1,457 @@
+"""Sweep specifications: which points a sweep visits, and how they are labelled.
+
+A spec maps *keys* (parameter names, or `"state.<var>"` for an initial value) to values:
+
+- [`GridSweep`][]: the Cartesian product of per-key value lists; one dimension per key.
+- [`ZipSweep`][]: paired lists of equal length; one dimension (`"sample"`).
+- [`RandomSweep`][]: independent draws from per-key distributions ([`Uniform`][],
+  [`LogUniform`][], [`Normal`][]), plain or Latin hypercube; one dimension (`"sample"`).
+
+Points are numbered in C order (the last grid key varies fastest); a sweep is run over that
+flat index in chunks, and the result is reshaped to the spec's dimensions at the end.
+"""
+
+import abc
+import dataclasses
+import hashlib
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import ArrayLike
+
+from difsim._core import Model
+
+# ---------------------------------------------------------------- distributions
+
+
+class AbstractDistribution(abc.ABC):
+    """A one-dimensional distribution, sampled through its quantile function."""
+
+    @abc.abstractmethod
+    def ppf(self, u: jax.Array) -> jax.Array:
+        """The quantile function: `u` in (0, 1) → values (same shape)."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """`"uniform(0.5, 2)"`: the name and arguments, as a config would write them."""
+
+    @property
+    def log_scale(self) -> bool:
+        """Whether plots should show this parameter on a log axis."""
+        return False
+
+
+def _check_finite(name: str, **values: float) -> None:
+    for key, value in values.items():
+        if not (isinstance(value, int | float | np.number) and math.isfinite(value)):
+            raise ValueError(f"{name}: {key} must be a finite number, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Uniform(AbstractDistribution):
+    """Uniform on `[low, high]` (`low < high`)."""
+
+    low: float
+    high: float
+
+    def __post_init__(self):
+        _check_finite("Uniform", low=self.low, high=self.high)
+        if not self.low < self.high:
+            raise ValueError(f"Uniform needs low < high, got low={self.low}, high={self.high}")
+
+    def ppf(self, u):
+        return self.low + (self.high - self.low) * u
+
+    def describe(self) -> str:
+        return f"uniform({self.low:g}, {self.high:g})"
+
+
+@dataclasses.dataclass(frozen=True)
+class LogUniform(AbstractDistribution):
+    """Log-uniform on `[low, high]` (`0 < low < high`): uniform in `log(value)`."""
+
+    low: float
+    high: float
+
+    def __post_init__(self):
+        _check_finite("LogUniform", low=self.low, high=self.high)
+        if not 0 < self.low < self.high:
+            raise ValueError(
+                f"LogUniform needs 0 < low < high, got low={self.low}, high={self.high}"
+            )
+
+    def ppf(self, u):
+        lo, hi = math.log(self.low), math.log(self.high)
+        return jnp.exp(lo + (hi - lo) * u)
+
+    def describe(self) -> str:
+        return f"loguniform({self.low:g}, {self.high:g})"
+
+    @property
+    def log_scale(self) -> bool:
+        return True
+
+
+@dataclasses.dataclass(frozen=True)
+class Normal(AbstractDistribution):
+    """Normal with mean `mean` and standard deviation `std > 0`."""
+
+    mean: float
+    std: float
+
+    def __post_init__(self):
+        _check_finite("Normal", mean=self.mean, std=self.std)
+        if not self.std > 0:
+            raise ValueError(f"Normal needs std > 0, got std={self.std}")
+
+    def ppf(self, u):
+        return self.mean + self.std * jax.scipy.special.ndtri(u)
+
+    def describe(self) -> str:
+        return f"normal({self.mean:g}, {self.std:g})"
+
+
+# ---------------------------------------------------------------- sweeps
+
+
+class AbstractSweep(abc.ABC):
+    """What every sweep spec provides (see the module docstring for the point order)."""
+
+    kind: ClassVar[str]
+
+    @property
+    @abc.abstractmethod
+    def keys(self) -> tuple[str, ...]:
+        """The swept keys, in the order given."""
+
+    @property
+    @abc.abstractmethod
+    def dims(self) -> tuple[str, ...]:
+        """Names of the output dimensions."""
+
+    @property
+    @abc.abstractmethod
+    def shape(self) -> tuple[int, ...]:
+        """Length of each output dimension."""
+
+    @abc.abstractmethod
+    def points(self, start: int, stop: int, dtype: Any) -> dict[str, np.ndarray]:
+        """`{key: values}` of the points with flat indices `start ≤ i < stop`, each of
+        shape `(stop - start,)` in `dtype`."""
+
+    @abc.abstractmethod
+    def coords(self, dtype: Any) -> dict[str, tuple[tuple[str, ...], np.ndarray, dict]]:
+        """Coordinates of the output, `{key: (dims, values, attrs)}`, in `dtype`."""
+
+    @abc.abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able summary, e.g. for output attributes."""
+
+    @property
+    def size(self) -> int:
+        """Number of points (trajectories)."""
+        return math.prod(self.shape)
+
+    def fingerprint(self, dtype: Any) -> str:
+        """A hash of every point (in `dtype`): equal fingerprints ⇔ the same points."""
+        digest = hashlib.sha256(repr((self.kind, self.dims, self.shape)).encode())
+        for name, (dims, values, _) in self.coords(dtype).items():
+            digest.update(repr((name, dims, values.dtype.str)).encode())
+            digest.update(np.ascontiguousarray(values).tobytes())
+        return digest.hexdigest()
+
+    def check(self, model: Model | type[Model]) -> None:
+        """Raise `ValueError` naming the key if one is neither a scalar parameter of
+        `model` nor `"state.<var>"` of a scalar state variable."""
+        check_keys(self.keys, model, type(self).__name__)
+
+
+def _as_values(key: str, values: Any, what: str) -> np.ndarray:
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} {key!r}: expected numbers, got {values!r}") from None
+    if array.ndim != 1:
+        raise ValueError(f"{what} {key!r}: expected a 1-D list of values, got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"{what} {key!r}: the list of values is empty")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{what} {key!r}: values must be finite")
+    return array
+
+
+def _check_mapping(values: Any, cls: str) -> None:
+    if not isinstance(values, Mapping) or not values:
+        raise ValueError(f"{cls} needs a non-empty dict {{key: values}}, got {values!r}")
+    for key in values:
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"{cls}: keys must be parameter names or 'state.<var>', got {key!r}")
+
+
+class GridSweep(AbstractSweep):
+    """The Cartesian product of per-key values: one output dimension per key.
+
+    ```python
+    ds.GridSweep({"F": np.linspace(0.5, 2.0, 64), "state.theta": [0.0, 0.1]})
+    ```
+
+    **Arguments:** `values`, `{key: 1-D values}`; keys are parameter names or
+    `"state.<var>"`. The dimension of each key is named after the key, with the values as
+    its coordinate.
+    """
+
+    kind = "grid"
+
+    def __init__(self, values: Mapping[str, ArrayLike]):
+        _check_mapping(values, "GridSweep")
+        self.values = {k: _as_values(k, v, "GridSweep key") for k, v in values.items()}
+
+    keys = property(lambda self: tuple(self.values))
+    dims = keys
+    shape = property(lambda self: tuple(v.size for v in self.values.values()))
+
+    def points(self, start, stop, dtype):
+        index = np.unravel_index(np.arange(start, stop), self.shape)
+        return {k: v.astype(dtype)[i] for (k, v), i in zip(self.values.items(), index)}
+
+    def coords(self, dtype):
+        return {k: ((k,), v.astype(dtype), {}) for k, v in self.values.items()}
+
+    def describe(self):
+        return {"kind": self.kind, "shape": list(self.shape), "keys": list(self.keys)}
+
+    def __repr__(self):
+        return f"GridSweep({{{_summary(self.values)}}})"
+
+
+class ZipSweep(AbstractSweep):
+    """Paired values: point `i` takes the `i`-th value of every key (equal lengths).
+
+    **Arguments:** `values`, `{key: 1-D values}`; `dim`, the name of the one output
+    dimension (default `"sample"`), along which every key is a coordinate.
+    """
+
+    kind = "zip"
+
+    def __init__(self, values: Mapping[str, ArrayLike], dim: str = "sample"):
+        _check_mapping(values, "ZipSweep")
+        self.values = {k: _as_values(k, v, "ZipSweep key") for k, v in values.items()}
+        lengths = {k: v.size for k, v in self.values.items()}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(
+                "ZipSweep pairs values, so every key needs the same number of values; got "
+                + ", ".join(f"{k!r}: {n}" for k, n in lengths.items())
+            )
+        self.dim = _check_dim(dim, self.values, "ZipSweep")
+
+    keys = property(lambda self: tuple(self.values))
+    dims = property(lambda self: (self.dim,))
+    shape = property(lambda self: (next(iter(self.values.values())).size,))
+
+    def points(self, start, stop, dtype):
+        return {k: v[start:stop].astype(dtype) for k, v in self.values.items()}
+
+    def coords(self, dtype):
+        return {k: ((self.dim,), v.astype(dtype), {}) for k, v in self.values.items()}
+
+    def describe(self):
+        return {"kind": self.kind, "shape": list(self.shape), "keys": list(self.keys)}
+
+    def __repr__(self):
+        return f"ZipSweep({{{_summary(self.values)}}}, dim={self.dim!r})"
+
+
+def _summary(values: dict[str, np.ndarray]) -> str:
+    return ", ".join(
+        f"{k!r}: {v.size} values in [{v.min():g}, {v.max():g}]" for k, v in values.items()
+    )
+
+
+def _check_dim(dim: Any, keys, cls: str) -> str:
+    if not isinstance(dim, str) or not dim:
+        raise ValueError(f"{cls}: dim must be a non-empty string, got {dim!r}")
+    if dim in keys:
+        raise ValueError(f"{cls}: dim {dim!r} is also a swept key; choose another dim name")
+    return dim
+
+
+class RandomSweep(AbstractSweep):
+    """Random points: each key drawn from its distribution, independently.
+
+    ```python
+    ds.RandomSweep({"beta": ds.LogUniform(0.5, 5.0), "gamma": ds.Uniform(0.1, 1.0)},
+                   samples=1000, seed=0, method="lhs")
+    ```
+
+    **Arguments:**
+
+    - `distributions`: `{key: distribution}` ([`Uniform`][], [`LogUniform`][], [`Normal`][]).
+    - `samples`: number of points.
+    - `seed`: integer seed of the JAX PRNG key `jax.random.key(seed)`; the same seed gives
+      bitwise the same points on any machine with the same JAX version.
+    - `method`: `"random"` (independent uniforms) or `"lhs"` (Latin hypercube: each key's
+      range is cut into `samples` strata of equal probability, each holding exactly one
+      point, and the strata are paired by independent random permutations).
+    - `dim`: the name of the one output dimension (default `"sample"`).
+
+    Each key `j` (in the order given) gets its own key `jax.random.split(key, n)[j]`; a
+    uniform `u ∈ (0, 1)` (for `"lhs"`, `(perm + u) / samples`) is mapped through the
+    distribution's quantile function. Draws are made in float64 whatever the run's
+    precision, then rounded to it.
+    """
+
+    def __init__(
+        self,
+        distributions: Mapping[str, AbstractDistribution],
+        samples: int,
+        seed: int = 0,
+        method: Literal["random", "lhs"] = "random",
+        dim: str = "sample",
+    ):
+        _check_mapping(distributions, "RandomSweep")
+        for key, dist in distributions.items():
+            if not isinstance(dist, AbstractDistribution):
+                raise ValueError(
+                    f"RandomSweep key {key!r}: expected a distribution (ds.Uniform, "
+                    f"ds.LogUniform, ds.Normal), got {dist!r}"
+                )
+        if isinstance(samples, bool) or not isinstance(samples, int | np.integer) or samples < 1:
+            raise ValueError(f"RandomSweep: samples must be a positive integer, got {samples!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise ValueError(f"RandomSweep: seed must be a non-negative integer, got {seed!r}")
+        if method not in ("random", "lhs"):
+            raise ValueError(f"RandomSweep: method must be 'random' or 'lhs', got {method!r}")
+        self.distributions = dict(distributions)
+        self.samples, self.seed, self.method = int(samples), int(seed), method
+        self.dim = _check_dim(dim, self.distributions, "RandomSweep")
+        self._draws: dict[str, np.ndarray] | None = None
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        return "lhs" if self.method == "lhs" else "random"
+
+    keys = property(lambda self: tuple(self.distributions))
+    dims = property(lambda self: (self.dim,))
+    shape = property(lambda self: (self.samples,))
+
+    def draws(self) -> dict[str, np.ndarray]:
+        """`{key: float64 values}` of every point (drawn once, then cached)."""
+        if self._draws is None:
+            self._draws = _draw(self.distributions, self.samples, self.seed, self.method)
+        return self._draws
+
+    def points(self, start, stop, dtype):
+        return {k: v[start:stop].astype(dtype) for k, v in self.draws().items()}
+
+    def coords(self, dtype):
+        return {
+            k: ((self.dim,), v.astype(dtype), {"distribution": self.distributions[k].describe()})
+            for k, v in self.draws().items()
+        }
+
+    def describe(self):
+        return {
+            "kind": self.kind,
+            "samples": self.samples,
+            "seed": self.seed,
+            "keys": list(self.keys),
+            "distributions": {k: d.describe() for k, d in self.distributions.items()},
+        }
+
+    def __repr__(self):
+        dists = ", ".join(f"{k!r}: {d.describe()}" for k, d in self.distributions.items())
+        return (
+            f"RandomSweep({{{dists}}}, samples={self.samples}, seed={self.seed}, "
+            f"method={self.method!r})"
+        )
+
+
+def _draw(distributions, n: int, seed: int, method: str) -> dict[str, np.ndarray]:
+    # float64 regardless of the caller's precision, so the points of a seed do not depend on
+    # the run's dtype (they are rounded to it afterwards).
+    with jax.enable_x64(True):
+        keys = jax.random.split(jax.random.key(seed), len(distributions))
+        lo, hi = np.finfo(np.float64).tiny, np.nextafter(1.0, 0.0)
+        out = {}
+        for key, (name, dist) in zip(keys, distributions.items()):
+            k_u, k_perm = jax.random.split(key)
+            u = jax.random.uniform(k_u, (n,), jnp.float64, minval=lo, maxval=1.0)
+            if method == "lhs":
+                u = (jax.random.permutation(k_perm, n).astype(jnp.float64) + u) / n
+            # Clipped so the quantile function never sees exactly 0 or 1 (±inf for Normal).
+            out[name] = np.asarray(dist.ppf(jnp.clip(u, lo, hi)), dtype=np.float64)
+    return out
+
+
+# ---------------------------------------------------------------- keys vs the model
+
+
+def sweepable_keys(model: Model | type[Model]) -> tuple[list[str], list[str]]:
+    """`(parameters, state keys)` a sweep may name: scalar parameters and `"state.<var>"`
+    of scalar state variables."""
+    cls = model if isinstance(model, type) else type(model)
+    instance = None if isinstance(model, type) else model
+    params, states = [], []
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    for name in cls.parameter_names():
+        value = getattr(instance, name) if instance is not None else defaults.get(name)
+        if value is dataclasses.MISSING or _is_scalar(value):
+            params.append(name)
+    state = instance.initial_state() if instance is not None else defaults.get("state")
+    if state is not None and state is not dataclasses.MISSING:
+        states = [f"state.{k}" for k, v in state.items() if _is_scalar(v)]
+    return params, states
+
+
+def _is_scalar(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    try:
+        return np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.number)
+    except Exception:  # a sub-module or other object
+        return False
+
+
+def check_keys(keys, model: Model | type[Model], what: str = "sweep") -> None:
+    """Raise `ValueError` naming the first key that cannot be swept on `model`."""
+    import difflib
+
+    cls = model if isinstance(model, type) else type(model)
+    params, states = sweepable_keys(model)
+    valid = params + states
+    for key in keys:
+        if key in valid:
+            continue
+        close = difflib.get_close_matches(key, valid, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        listing = (
+            f"parameters are {', '.join(map(repr, params)) or '(none)'}; state variables "
+            f"are swept as {', '.join(map(repr, states)) or '(none)'}"
+        )
+        if key in cls.parameter_names() or key in _all_state_names(model):
+            raise ValueError(
+                f"{what} key {key!r}: only scalar values can be swept, and {cls.__name__}'s "
+                f"{key!r} is an array or a sub-model; {listing}"
+            )
+        if not key.startswith("state.") and f"state.{key}" in states:
+            hint = f" (state variables are swept as 'state.{key}')"
+        raise ValueError(
+            f"{what} key {key!r}: {cls.__name__} has no such {_kind(key)}; {listing}{hint}"
+        )
+
+
+def _kind(key: str) -> str:
+    return "state variable" if key.startswith("state.") else "parameter"
+
+
+def _all_state_names(model) -> list[str]:
+    if isinstance(model, type):
+        state = {f.name: f.default for f in dataclasses.fields(model)}.get("state")
+    else:
+        state = model.initial_state()
+    names = getattr(state, "names", ())
+    return [f"state.{n}" for n in names] if isinstance(names, tuple) else []

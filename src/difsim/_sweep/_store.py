@@ -1,0 +1,365 @@
+"""Where a sweep with an output path keeps its results: a resumable chunk store, then netCDF.
+
+With an output path `runs/x.nc`, every finished chunk is written to `runs/x.nc.chunks/`
+(one `.npz` per chunk, written to a temporary file and renamed, so a chunk file is either
+complete or absent, even after `kill -9`). `manifest.json` there records a hash of
+everything that determines the results; a rerun with the same hash reuses the chunks on
+disk, a different one is refused. When every chunk is done, the netCDF file is assembled
+chunk by chunk (bounded memory) into a temporary file, renamed into place, and the chunk
+folder is removed.
+"""
+
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import uuid
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from difsim._sweep import _distributed as dist
+from difsim._sweep._layout import Layout
+
+logger = logging.getLogger("difsim")
+
+FORMAT = 1  # version of the chunk-store layout
+
+
+class SweepOutputError(ValueError):
+    """The output path holds results of a different sweep (or another file)."""
+
+
+# ---------------------------------------------------------------- the chunk store
+
+
+class ChunkStore:
+    """Finished chunks of one sweep, on disk next to its output file.
+
+    **Arguments:** `output` (the netCDF path), `settings` (`{name: text}` of everything
+    that determines the results, chunk size included; its hash identifies the chunks),
+    `sizes` (number of points, chunk size), `expected` (`{name: (tail_shape, dtype)}`, to
+    validate chunk files on reading), `result_hash` (the hash the finished file carries).
+    """
+
+    def __init__(
+        self,
+        output: str | os.PathLike,
+        settings: dict[str, str],
+        sizes: tuple[int, int],
+        expected: dict[str, tuple[tuple[int, ...], Any]],
+        result_hash: str,
+    ):
+        self.output = Path(output)
+        self.directory = chunk_directory(output)
+        self.settings = dict(settings)
+        self.hash = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+        self.result_hash = result_hash
+        self.n_points, self.chunk_size = sizes
+        self.n_chunks = math.ceil(self.n_points / self.chunk_size)
+        self.expected = expected
+
+    @staticmethod
+    def peek_chunk_size(output: str | os.PathLike) -> int | None:
+        """The chunk size of an unfinished sweep stored for `output`, if any."""
+        manifest = _read_manifest(chunk_directory(output) / "manifest.json") or {}
+        try:
+            return int(manifest["settings"]["chunk_size"])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def _chunk_path(self, index: int) -> Path:
+        return self.directory / f"chunk_{index:07d}.npz"
+
+    def finished_output(self) -> bool:
+        """Whether `output` already holds this sweep's complete result."""
+        if not self.output.exists():
+            return False
+        return _file_hash(self.output) == self.result_hash
+
+    def prepare(self, *, resume: bool, overwrite: bool) -> set[int]:
+        """Create (or reopen) the chunk folder; return the indices of finished chunks.
+
+        **Raises:** [`SweepOutputError`][] if the output file or the chunk folder belongs to
+        a different sweep and `overwrite` is false.
+        """
+        if self.output.exists() and not overwrite:
+            found, before = _file_info(self.output)
+            if found != self.result_hash:
+                what = (
+                    "is not a difsim sweep output"
+                    if found is None
+                    else "holds the result of a different sweep"
+                    + (f" (what differs: {self._differences(before)})" if before else "")
+                )
+                raise SweepOutputError(
+                    f"{self.output} exists and {what}; refusing to replace it. Choose a new "
+                    "output path, or pass overwrite=True (difsim run --overwrite) to replace it"
+                )
+        manifest = self.directory / "manifest.json"
+        if self.directory.exists():
+            old = _read_manifest(manifest)
+            if old is None or old.get("hash") != self.hash:
+                if not overwrite:
+                    raise SweepOutputError(self._mismatch(old))
+                shutil.rmtree(self.directory)
+            elif not resume:
+                shutil.rmtree(self.directory)
+        if not self.directory.exists():
+            self.directory.mkdir(parents=True)
+            text = json.dumps(
+                {
+                    "format": FORMAT,
+                    "hash": self.hash,
+                    "n_chunks": self.n_chunks,
+                    "settings": self.settings,
+                },
+                indent=1,
+            )
+            _atomic(manifest, lambda f: f.write(text.encode()))
+        done = set()
+        for path in self.directory.glob("chunk_*.npz"):
+            index = int(path.stem.removeprefix("chunk_"))
+            if index < self.n_chunks:
+                done.add(index)
+        return done
+
+    def _mismatch(self, old: dict | None) -> str:
+        head = (
+            f"{self.directory} holds the unfinished chunks of a different sweep, so they "
+            f"cannot be resumed into {self.output}"
+        )
+        tail = (
+            "Choose a new output path, or pass overwrite=True (difsim run --overwrite) to "
+            "discard those chunks"
+        )
+        if old is None or not isinstance(old.get("settings"), dict):
+            return f"{head} (its manifest is missing or unreadable). {tail}"
+        return f"{head}; what differs: {self._differences(old['settings'])}. {tail}"
+
+    def _differences(self, before: dict[str, Any]) -> str:
+        now = self.settings
+        if "chunk_size" not in before:  # a finished file: chunking is not part of the result
+            now = {k: v for k, v in now.items() if k != "chunk_size"}
+        return "; ".join(
+            f"{k}: {_short(before.get(k, '(absent)'))} -> {_short(now.get(k, '(absent)'))}"
+            for k in sorted(set(before) | set(now))
+            if before.get(k) != now.get(k)
+        )
+
+    def write(self, index: int, arrays: dict[str, np.ndarray]) -> None:
+        """Store chunk `index` atomically (temporary file, then rename)."""
+        _atomic(self._chunk_path(index), lambda f: np.savez(f, **arrays))
+
+    def read(self, index: int, length: int) -> dict[str, np.ndarray] | None:
+        """Chunk `index` (of `length` points), or `None` if its file is missing or not a
+        valid chunk."""
+        path = self._chunk_path(index)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in self.expected}
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError):
+            return None
+        for name, (tail, dtype) in self.expected.items():
+            a = arrays[name]
+            if a.shape != (length, *tail) or a.dtype != np.dtype(dtype):
+                return None
+        return arrays
+
+    def discard(self, index: int) -> None:
+        self._chunk_path(index).unlink(missing_ok=True)
+
+    def remove(self) -> None:
+        """Delete the chunk folder (after the netCDF file is in place)."""
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def finished_chunks(store: ChunkStore | None, resume: bool, overwrite: bool) -> set[int] | None:
+    """The indices of `store`'s finished chunks (`None` if the output is already complete);
+    chunk files that do not read back are deleted and left to compute again."""
+    if store is None:
+        return set()
+    if resume and store.finished_output():
+        store.remove()  # left over if the last run died between rename and cleanup
+        return None
+    done = store.prepare(resume=resume, overwrite=overwrite)
+    for i in sorted(done):
+        # Truncated by a crash of the machine: compute it again.
+        if store.read(i, min(store.chunk_size, store.n_points - i * store.chunk_size)) is None:
+            store.discard(i)
+            done.discard(i)
+    return done
+
+
+def agree(prepare: Callable[[], set[int] | None], n_chunks: int) -> set[int] | None:
+    """Run `prepare` on the writer and share its answer with every process, so all of them
+    compute the same chunks (the compiled calls are collective)."""
+    if jax.process_count() == 1:
+        return prepare()
+    from jax.experimental import multihost_utils
+
+    # flags[0]: 0 = go on, 1 = already complete, 2 = the writer failed; then done marks.
+    flags = np.zeros(n_chunks + 1, np.int32)
+    error = None
+    if dist.is_writer():
+        try:
+            done = prepare()
+            if done is None:
+                flags[0] = 1
+            else:
+                flags[1 + np.asarray(sorted(done), dtype=np.int64)] = 1
+        except Exception as e:  # re-raised below, after the others are told
+            flags[0], error = 2, e
+    flags = np.asarray(multihost_utils.broadcast_one_to_all(flags))
+    if error is not None:
+        raise error
+    if flags[0] == 2:
+        raise RuntimeError("the writer process (0) could not prepare the output: see its error")
+    if flags[0] == 1:
+        return None
+    return set(np.flatnonzero(flags[1:]).tolist())
+
+
+def chunk_directory(output: str | os.PathLike) -> Path:
+    """`runs/x.nc` → `runs/x.nc.chunks`: where the unfinished chunks of `output` live."""
+    output = Path(output)
+    return output.with_name(output.name + ".chunks")
+
+
+def _short(text: Any, n: int = 120) -> str:
+    text = str(text)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _read_manifest(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _file_hash(path: Path) -> str | None:
+    return _file_info(path)[0]
+
+
+def _file_info(path: Path) -> tuple[str | None, dict[str, Any] | None]:
+    """`(sweep_hash, settings)` stored in a sweep's netCDF file (`None` if absent)."""
+    try:
+        import h5netcdf
+
+        with h5netcdf.File(path, "r") as f:
+            found, text = f.attrs.get("sweep_hash"), f.attrs.get("sweep_settings")
+    except Exception:  # not an HDF5/netCDF file at all
+        return None, None
+    try:
+        settings = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        settings = None
+    return (found if isinstance(found, str) else None), (
+        settings if isinstance(settings, dict) else None
+    )
+
+
+def _atomic(path: Path, write: Callable[[Any], Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- streaming netCDF
+
+
+def write_netcdf(
+    path: str | os.PathLike,
+    layout: Layout,
+    chunks: Iterator[tuple[int, int, dict[str, np.ndarray]]],
+    attrs: Callable[[], dict[str, Any]] | None = None,
+) -> None:
+    """Write the Dataset of `layout` to `path`, filling it from `chunks`.
+
+    `chunks` yields `(start, stop, {name: flat values})` covering `0 … size` in order; only
+    one chunk is in memory at a time. `attrs()` is called after the last chunk for extra
+    global attributes (e.g. status counts). The file is written to a temporary name in the
+    same folder and renamed into place.
+    """
+    import h5netcdf
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.tmp{path.suffix}")
+    try:
+        with h5netcdf.File(tmp, "w") as f:
+            dims: dict[str, int] = dict(zip(layout.dims, layout.shape))
+            for name, (cdims, values, _) in layout.coords.items():
+                dims.update(zip(cdims, np.shape(values)))
+            for tdims, tail, _, _ in layout.variables.values():
+                dims.update(zip(tdims, tail))
+            f.dimensions = dims
+            # Non-dimension coordinates (parameters along `sample`) are tied to every data
+            # variable through the CF `coordinates` attribute, as xarray writes them.
+            aux = " ".join(k for k, (d, _, _) in layout.coords.items() if d != (k,))
+            for name, (cdims, values, cattrs) in layout.coords.items():
+                var = f.create_variable(name, cdims, np.asarray(values).dtype, data=values)
+                var.attrs.update(_netcdf_attrs(cattrs))
+            variables = {}
+            for name, (tdims, tail, dtype, vattrs) in layout.variables.items():
+                var = f.create_variable(name, (*layout.dims, *tdims), dtype)
+                var.attrs.update(_netcdf_attrs(vattrs))
+                if aux:
+                    var.attrs["coordinates"] = aux
+                variables[name] = var
+            for start, stop, arrays in chunks:
+                for index, a, b in _slabs(start, stop, layout.shape):
+                    box = tuple(s.stop - s.start for s in index if isinstance(s, slice))
+                    for name, var in variables.items():
+                        tail = layout.variables[name][1]
+                        values = arrays[name][a - start : b - start]
+                        var[index] = values.reshape(*box, *tail)
+            extra = dict(layout.attrs, **(attrs() if attrs else {}))
+            f.attrs.update(_netcdf_attrs(extra))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _netcdf_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in attrs.items():
+        if isinstance(value, list | tuple):
+            value = np.asarray(value)
+        out[key] = value
+    return out
+
+
+def _slabs(start: int, stop: int, shape: tuple[int, ...]):
+    """Split the flat (C-order) index range `[start, stop)` of an array of `shape` into
+    boxes: yields `(index, a, b)`, where `index` (ints and slices) selects a box whose
+    C-order values are flat `[a, b)`."""
+    if not shape:
+        if start < stop:
+            yield (), start, stop
+        return
+    inner = math.prod(shape[1:])
+    full = tuple(slice(0, n) for n in shape[1:])
+    while start < stop:
+        row, offset = divmod(start, inner)
+        if offset == 0 and stop - start >= inner:
+            rows = (stop - start) // inner
+            yield (slice(row, row + rows), *full), start, start + rows * inner
+            start += rows * inner
+            continue
+        end = min(stop, (row + 1) * inner)
+        for index, a, b in _slabs(offset, end - row * inner, shape[1:]):
+            yield (slice(row, row + 1), *index), a + row * inner, b + row * inner
+        start = end
