@@ -1,7 +1,6 @@
 """The `difsim` command line and `run_config`: outputs, overrides, exit codes, entry point."""
 
 import json
-import os
 import subprocess
 import sys
 import tomllib
@@ -15,7 +14,7 @@ import xarray as xr
 import difsim as ds
 from difsim import solvers
 from difsim._app._cli import main
-from difsim._app._run import atomic_write, run_config
+from difsim._app._run import run_config
 from difsim._config._load import load_config
 from difsim.models import MODELS, Lorenz
 
@@ -171,20 +170,6 @@ def test_check_models_solvers_version(config, capsys):
         main(["--version"])
     assert info.value.code == 0 and capsys.readouterr().out.strip() == f"difsim {ds.__version__}"
     assert main([]) == 2
-
-
-def test_atomic_write_leaves_old_file_on_failure(tmp_path):
-    target = tmp_path / "sub" / "a.nc"
-    atomic_write(target, lambda p: p.write_text("old"))
-    assert target.read_text() == "old"
-
-    def broken(p):
-        p.write_text("half")
-        raise OSError("disk full")
-
-    with pytest.raises(OSError, match="disk full"):
-        atomic_write(target, broken)
-    assert target.read_text() == "old" and os.listdir(target.parent) == ["a.nc"]
 
 
 def test_python_m_difsim_entry_point(tmp_path):

@@ -3,8 +3,7 @@
 import dataclasses
 import os
 import time
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import xarray as xr
 
 from difsim._config import ConfigError, Experiment, load_config
 from difsim._core import simulate
+from difsim._io import atomic_write
 from difsim._plot import plot as plot_dataset
 from difsim._status import Status
 
@@ -211,23 +211,6 @@ def run_config(
             f"[{result.status.name}]: {result.status.message}{where}"
         )
     return result.dataset
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any]) -> None:
-    """Call `write(tmp)` on a temporary file next to `path`, then rename it to `path`.
-
-    Readers (and an interrupted run) never see a half-written file: `os.replace` is atomic
-    within one filesystem, which is why the temporary file sits in the same folder.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.tmp{path.suffix}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def final_state(dataset: xr.Dataset) -> tuple[float, dict[str, str]]:

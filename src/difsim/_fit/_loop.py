@@ -25,6 +25,7 @@ from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
 from difsim._fit._shooting import AbstractProblem
+from difsim._io import atomic_write_stream
 
 BLOCK = 50  # steps per compiled block (fixed, so a resumed fit replays the same program)
 
@@ -354,16 +355,14 @@ _MAGIC = b"DIFSIM-FIT-CHECKPOINT 1\n"
 
 def save_checkpoint(path: Path, header: dict, history: np.ndarray, carry: Carry) -> None:
     """Write header, history and loop state to `path` atomically (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
+
+    def write(f) -> None:
         f.write(_MAGIC)
         f.write(json.dumps(header).encode() + b"\n")
         np.lib.format.write_array(f, np.ascontiguousarray(history), allow_pickle=False)
         eqx.tree_serialise_leaves(f, carry)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+
+    atomic_write_stream(path, write)
 
 
 def load_checkpoint(path: Path, header: dict, like: Carry) -> tuple[np.ndarray, Carry]:

@@ -23,7 +23,7 @@ from jaxtyping import Array, Float
 from difsim._core import Model
 from difsim._fit._loop import forward_jacobian
 from difsim._fit._shooting import AbstractProblem
-from difsim._io import difsim_version
+from difsim._io import atomic_write, atomic_write_text, difsim_version
 
 
 def gauss_newton_covariance(
@@ -215,14 +215,10 @@ class FitResult(eqx.Module):
         suffix = path.suffix.lower()
         if suffix not in (".nc", ".json"):
             raise ValueError(f"save: unknown format {suffix!r} of {str(path)!r}; use .nc or .json")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         if suffix == ".nc":
-            self.to_xarray().to_netcdf(tmp, engine="h5netcdf")
-        else:
-            tmp.write_text(json.dumps(_finite_json(self.to_dict()), indent=2))
-        os.replace(tmp, path)
-        return path
+            dataset = self.to_xarray()
+            return atomic_write(path, lambda tmp: dataset.to_netcdf(tmp, engine="h5netcdf"))
+        return atomic_write_text(path, json.dumps(_finite_json(self.to_dict()), indent=2))
 
     def plot(self, path: str | os.PathLike | None = None, *, points: int = 201):
         """Data (markers) against the fitted model (lines), one panel per observed variable,
@@ -270,8 +266,7 @@ class FitResult(eqx.Module):
         fig.suptitle(f"{type(self.model).__name__} fit ({self.optimizer}): {self.status}")
         fig.tight_layout()
         if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(path, dpi=100)
+            atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100))
             return None
         return fig
 

@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from difsim._io import atomic_write
+
 
 def _label(da: xr.DataArray) -> str:
     units = da.attrs.get("units")
@@ -97,8 +99,7 @@ def plot_snapshots(
         fig.colorbar(image, ax=list(row), shrink=0.8, label=_label(dataset[name]))
     fig.suptitle(dataset.attrs.get("model", ""))
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
         return None
     return fig
 
@@ -188,6 +189,5 @@ def animate(
         if not animation.FFMpegWriter.isAvailable():
             raise RuntimeError("writing .mp4 needs ffmpeg on the PATH; use a .gif path instead")
         writer = animation.FFMpegWriter(fps=fps)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    movie.save(path, writer=writer, dpi=80)
+    atomic_write(path, lambda tmp: movie.save(tmp, writer=writer, dpi=80))
     return path

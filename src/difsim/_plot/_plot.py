@@ -4,6 +4,7 @@ from pathlib import Path
 
 import xarray as xr
 
+from difsim._io import atomic_write
 from difsim._status import Status
 
 
@@ -82,7 +83,6 @@ def finish_figure(fig, title: str, path: str | Path | None):
     fig.suptitle(title)
     fig.tight_layout()
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
         return None
     return fig

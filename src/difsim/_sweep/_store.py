@@ -15,7 +15,6 @@ import logging
 import math
 import os
 import shutil
-import uuid
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from difsim._io import atomic_write, atomic_write_stream, atomic_write_text
 from difsim._sweep import _distributed as dist
 from difsim._sweep._layout import Layout
 
@@ -122,7 +122,7 @@ class ChunkStore:
                 },
                 indent=1,
             )
-            _atomic(manifest, lambda f: f.write(text.encode()))
+            atomic_write_text(manifest, text)
         done = set()
         for path in self.directory.glob("chunk_*.npz"):
             index = int(path.stem.removeprefix("chunk_"))
@@ -155,7 +155,7 @@ class ChunkStore:
 
     def write(self, index: int, arrays: dict[str, np.ndarray]) -> None:
         """Store chunk `index` atomically (temporary file, then rename)."""
-        _atomic(self._chunk_path(index), lambda f: np.savez(f, **arrays))
+        atomic_write_stream(self._chunk_path(index), lambda f: np.savez(f, **arrays))
 
     def read(self, index: int, length: int) -> dict[str, np.ndarray] | None:
         """Chunk `index` (of `length` points), or `None` if its file is missing or not a
@@ -267,16 +267,6 @@ def _file_info(path: Path) -> tuple[str | None, dict[str, Any] | None]:
     )
 
 
-def _atomic(path: Path, write: Callable[[Any], Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 # ---------------------------------------------------------------- streaming netCDF
 
 
@@ -295,10 +285,7 @@ def write_netcdf(
     """
     import h5netcdf
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.tmp{path.suffix}")
-    try:
+    def write(tmp: Path) -> None:
         with h5netcdf.File(tmp, "w") as f:
             dims: dict[str, int] = dict(zip(layout.dims, layout.shape))
             for name, (cdims, values, _) in layout.coords.items():
@@ -328,9 +315,8 @@ def write_netcdf(
                         var[index] = values.reshape(*box, *tail)
             extra = dict(layout.attrs, **(attrs() if attrs else {}))
             f.attrs.update(_netcdf_attrs(extra))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    atomic_write(path, write)
 
 
 def _netcdf_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
