@@ -5,16 +5,23 @@ config or command line (message on stderr, no traceback); 130 interrupted.
 """
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 
-from difsim._config import ConfigError, load_config, parse_override
+import jax
+import numpy as np
 
+from difsim import solvers
+from difsim._app._run import RunResult, execute, final_state
+from difsim._config import ConfigError, Experiment, load_config, parse_override
+from difsim._io import difsim_version
+from difsim._status import Status
+from difsim._sweep import SweepOutputError, maybe_initialize_from_env
+from difsim.models import MODELS
 
-def _version() -> str:
-    import difsim
-
-    return difsim.__version__
+# No import here is deferred to speed up `difsim --help`: the console script imports the
+# `difsim` package first, whose `__init__` imports jax and everything else anyway.
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Differentiable simulation of ODE and PDE models with JAX.",
         epilog="Configs are documented in docs/configs.md.",
     )
-    parser.add_argument("--version", action="version", version=f"difsim {_version()}")
+    parser.add_argument("--version", action="version", version=f"difsim {difsim_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = commands.add_parser(
@@ -104,17 +111,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _run(experiment, args) -> int:
-    from difsim._app._run import execute, final_state  # imports jax: only when running
-
+def _run(experiment: Experiment, args: argparse.Namespace) -> int:
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     if experiment.sweep is not None:
         return _run_sweep(experiment, args, progress)
     if experiment.fit is not None:
         return _run_fit(experiment, args, progress)
-    result = execute(experiment, output=args.output, plot=args.plot, progress=progress)
-    ds, spec = result.dataset, experiment.solver
-    model = experiment.model
+    result = _execute(experiment, args, progress)
+    _print_summary(_simulate_lines(experiment, result))
+    if not result.status.ok:
+        sys.stdout.flush()
+        partial = (
+            f"; partial output (NaN after the failure) in {result.output}" if result.output else ""
+        )
+        print(
+            f"difsim: error: simulate({experiment.model.cls.__name__}) failed "
+            f"[{result.status.name}]: {result.status.message}{partial}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _simulate_lines(experiment: Experiment, result: RunResult) -> list[tuple[str, str]]:
+    """The summary of one simulation, as `(key, value)` rows."""
+    ds, model = result.dataset, experiment.model
     params = ", ".join(
         f"{p}={ds.attrs[p]:.6g}"
         for p in model.cls.parameter_names()
@@ -125,14 +146,9 @@ def _run(experiment, args) -> int:
         f"{ds.attrs['num_rejected_steps']} rejected)"
     )
     t_last, last = final_state(ds)
-    tol = (
-        f"rtol={spec.rtol:g}, atol={spec.atol:g}"
-        if spec.controller == "pid"
-        else f"fixed step dt0={spec.dt0:g}"
-    )
-    lines = [
+    return [
         ("model", f"{model.name} ({model.cls.__name__})" + (f": {params}" if params else "")),
-        ("solver", f"{spec.name}, {spec.controller} controller, {tol}, {spec.dtype}"),
+        ("solver", _solver_text(experiment)),
         (
             "time",
             f"{experiment.time.t0:g} to {experiment.time.t1:g}, {ds.sizes['time']} saved points",
@@ -147,27 +163,20 @@ def _run(experiment, args) -> int:
         ),
         ("output", _outputs(result.output, result.plot)),
     ]
-    _print_summary(lines)
-    if not result.status.ok:
-        sys.stdout.flush()
-        partial = (
-            f"; partial output (NaN after the failure) in {result.output}" if result.output else ""
-        )
-        print(
-            f"difsim: error: simulate({model.cls.__name__}) failed "
-            f"[{result.status.name}]: {result.status.message}{partial}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
 
 
-def _run_sweep(experiment, args, progress: bool) -> int:
-    import jax
+def _solver_text(experiment: Experiment) -> str:
+    """The summary's "solver" line of a simulation or a sweep."""
+    spec = experiment.solver
+    tol = (
+        f"rtol={spec.rtol:g}, atol={spec.atol:g}"
+        if spec.controller == "pid"
+        else f"fixed step dt0={spec.dt0:g}"
+    )
+    return f"{spec.name}, {spec.controller} controller, {tol}, {spec.dtype}"
 
-    from difsim._status import Status
-    from difsim._sweep import SweepOutputError, maybe_initialize_from_env
 
+def _run_sweep(experiment: Experiment, args: argparse.Namespace, progress: bool) -> int:
     try:
         # Started as one of several processes (DIFSIM_* variables, or srun): join them
         # before any JAX computation, so the sweep is sharded over every process's devices.
@@ -186,29 +195,40 @@ def _run_sweep(experiment, args, progress: bool) -> int:
             "share of the sweep; process 0 writes the output and prints the summary"
         )
         return 0
-    report, spec, sweep = result.report, experiment.solver, experiment.sweep
+    _print_summary(_sweep_lines(experiment, result))
+    report = result.report
+    failed = {c: n for c, n in report.status_counts.items() if not Status(c).ok}
+    if failed:
+        sys.stdout.flush()
+        worst = Status(max(failed, key=failed.get))
+        print(
+            f"difsim: warning: {sum(failed.values())} of {report.n_points} trajectories "
+            f"failed (NaN values, see the status variable); {worst.name}: {worst.message}",
+            file=sys.stderr,
+        )
+    return 1 if not result.status.ok else 0
+
+
+def _sweep_lines(experiment: Experiment, result: RunResult) -> list[tuple[str, str]]:
+    """The summary of a sweep (on the writing process), as `(key, value)` rows."""
+    report, sweep, dataset = result.report, experiment.sweep, result.dataset
     model, tspec = experiment.model, experiment.time
     keys = ", ".join(sweep.entries)
-    sizes = list(result.dataset.status.shape) if result.dataset is not None else []
+    sizes = list(dataset.status.shape) if dataset is not None else []
     shape = f" ({' x '.join(map(str, sizes))})" if len(sizes) > 1 else ""
     fixed = ", ".join(
-        f"{p}={result.dataset.attrs[p]:.6g}"
+        f"{p}={dataset.attrs[p]:.6g}"
         for p in model.cls.parameter_names()
-        if result.dataset is not None and isinstance(result.dataset.attrs.get(p), int | float)
+        if dataset is not None and isinstance(dataset.attrs.get(p), int | float)
     )
     counts = report.status_counts
     statuses = ", ".join(f"{Status(c).name} {n}" for c, n in sorted(counts.items())) or "-"
-    tol = (
-        f"rtol={spec.rtol:g}, atol={spec.atol:g}"
-        if spec.controller == "pid"
-        else f"fixed step dt0={spec.dt0:g}"
-    )
     computed = len(report.computed)
     rate = report.computed_points / max(report.wall_time, 1e-9)
-    lines = [
+    return [
         ("model", f"{model.name} ({model.cls.__name__})" + (f": {fixed}" if fixed else "")),
         ("sweep", f"{sweep.kind} over {keys}: {report.n_points} trajectories{shape}"),
-        ("solver", f"{spec.name}, {spec.controller} controller, {tol}, {spec.dtype}"),
+        ("solver", _solver_text(experiment)),
         ("time", f"{tspec.t0:g} to {tspec.t1:g}, save {_save_text(tspec.save)}"),
         ("keep", " ".join(sweep.keep) if isinstance(sweep.keep, tuple) else sweep.keep),
         (
@@ -225,20 +245,9 @@ def _run_sweep(experiment, args, progress: bool) -> int:
         ),
         ("output", _outputs(result.output, result.plot)),
     ]
-    _print_summary(lines)
-    failed = {c: n for c, n in counts.items() if not Status(c).ok}
-    if failed:
-        sys.stdout.flush()
-        worst = Status(max(failed, key=failed.get))
-        print(
-            f"difsim: warning: {sum(failed.values())} of {report.n_points} trajectories "
-            f"failed (NaN values, see the status variable); {worst.name}: {worst.message}",
-            file=sys.stderr,
-        )
-    return 1 if not result.status.ok else 0
 
 
-def _run_fit(experiment, args, progress: bool) -> int:
+def _run_fit(experiment: Experiment, args: argparse.Namespace, progress: bool) -> int:
     result = _execute(experiment, args, progress)
     res, spec, fit, model = result.fit, experiment.solver, experiment.fit, experiment.model
     fixed = ", ".join(
@@ -277,14 +286,10 @@ def _run_fit(experiment, args, progress: bool) -> int:
 
 
 def np_scalar(value) -> bool:
-    import numpy as np
-
     return np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.number)
 
 
-def _execute(experiment, args, progress):
-    from difsim._app._run import execute
-
+def _execute(experiment: Experiment, args: argparse.Namespace, progress: bool) -> RunResult:
     return execute(experiment, output=args.output, plot=args.plot, progress=progress)
 
 
@@ -302,10 +307,6 @@ def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
 
 
 def _models() -> int:
-    import dataclasses
-
-    from difsim.models import MODELS
-
     rows = []
     for name, cls in MODELS.items():
         state = {f.name: f.default for f in dataclasses.fields(cls)}.get("state")
@@ -317,8 +318,6 @@ def _models() -> int:
 
 
 def _solvers() -> int:
-    from difsim import solvers
-
     yes = {True: "yes", False: "-"}
     rows = [
         (i.name, str(i.order), yes[i.adaptive], yes[i.implicit], yes[i.imex], i.description)

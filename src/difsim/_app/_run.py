@@ -13,9 +13,11 @@ import xarray as xr
 
 from difsim._config import ConfigError, Experiment, load_config
 from difsim._core import simulate
+from difsim._fit import fit
 from difsim._io import atomic_write
 from difsim._plot import plot as plot_dataset
 from difsim._status import Status
+from difsim._sweep import run_sweep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,19 +93,17 @@ def execute(
 def _execute_sweep(
     experiment: Experiment, *, output: str | os.PathLike | None, plot: bool, progress: bool
 ) -> RunResult:
-    from difsim._sweep import run_sweep  # imports the sweep machinery only when needed
-
     nc_path, png_path = experiment.output.paths(output)
     spec, tspec, sweep = experiment.solver, experiment.time, experiment.sweep
     with jax.enable_x64(spec.dtype == "float64"):
         dataset, report = run_sweep(
             experiment.model.build(),
-            sweep.build(),
+            sweep.spec,
             **tspec.kwargs(),
             **spec.kwargs(),
             keep=list(sweep.keep) if isinstance(sweep.keep, tuple) else sweep.keep,
             chunk_size=sweep.chunk_size,
-            memory_budget=sweep.memory_budget,
+            memory_budget=sweep.budget,
             output=nc_path,
             overwrite=experiment.output.overwrite,
             progress=progress,
@@ -124,8 +124,6 @@ def _execute_sweep(
 def _execute_fit(
     experiment: Experiment, *, output: str | os.PathLike | None, plot: bool, progress: bool
 ) -> RunResult:
-    from difsim._fit import fit  # imports the fitting machinery only when needed
-
     nc_path, png_path = experiment.output.paths(output)
     spec = experiment.solver
     with jax.enable_x64(spec.dtype == "float64"):

@@ -6,12 +6,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from difsim._config._schema import ConfigError
 from difsim._config._toml import dumps as toml_dumps
 from difsim._core import Model
+from difsim._fit import MultipleShooting
 from difsim._pde import grid_from_table
+from difsim._sweep import AbstractSweep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +53,13 @@ class TimeSpec:
     t0: float
     t1: float
     save: str | int | tuple[float, ...]
+
+    @property
+    def n_saved(self) -> int:
+        """How many times are saved."""
+        if self.save == "final":
+            return 1
+        return self.save if isinstance(self.save, int) else len(self.save)
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `simulate`/`sweep`: `t0`, `t1`, `save`."""
@@ -101,8 +112,10 @@ class OutputSpec:
 @dataclasses.dataclass(frozen=True)
 class SweepSpec:
     """`[sweep]`: the swept keys (in config form, as written), the kind of sweep, what to
-    keep and how to chunk. `build()` gives the [`GridSweep`][], [`ZipSweep`][] or
-    [`RandomSweep`][]."""
+    keep and how to chunk, plus what the config parser built from them: `spec`, the
+    [`GridSweep`][], [`ZipSweep`][] or [`RandomSweep`][] (values in float64; the run rounds
+    them to its dtype), and `budget`, `memory_budget` in bytes. Equality compares the
+    config as written (the built objects follow from it)."""
 
     kind: str
     entries: Mapping[str, Any]
@@ -112,12 +125,12 @@ class SweepSpec:
     chunk_size: int | None = None
     memory_budget: str | int | None = None
     dim: str | None = None
+    spec: AbstractSweep = dataclasses.field(compare=False, repr=False, kw_only=True)
+    budget: int | None = dataclasses.field(default=None, compare=False, kw_only=True)
 
-    def build(self):
-        """The sweep spec object (values in float64; the run rounds them to its dtype)."""
-        from difsim._config._sweep import spec_from_config
-
-        return spec_from_config(self.kind, self.entries, self.samples, self.seed, self.dim)
+    def build(self) -> AbstractSweep:
+        """The sweep spec object, built once when the config was parsed."""
+        return self.spec
 
     def to_dict(self) -> dict[str, Any]:
         settings = {
@@ -166,6 +179,9 @@ class FitSpec:
     multistart_scale: float | None = None
     checkpoint: str | None = None
     max_failures: int = 20
+    shooting: MultipleShooting | None = dataclasses.field(
+        default=None, compare=False, repr=False, kw_only=True
+    )
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of [`fit`][]: `free`, `observe`, … (`multistart` as
@@ -187,16 +203,13 @@ class FitSpec:
             checkpoint=self.checkpoint,
             max_failures=self.max_failures,
         )
-        if self.multiple_shooting is not None:
-            from difsim._fit import MultipleShooting
-
-            penalty = {} if self.shooting_penalty is None else {"penalty": self.shooting_penalty}
-            out["multiple_shooting"] = MultipleShooting(self.multiple_shooting, **penalty)
+        if self.shooting is not None:
+            out["multiple_shooting"] = self.shooting
         if self.multistart is not None:
-            import jax
-
-            scale = 0.3 if self.multistart_scale is None else float(self.multistart_scale)
-            out["multistart"] = (self.multistart, jax.random.key(self.seed or 0), scale)
+            # The key is made here, at run time: making it touches the JAX backend, which
+            # checking a config does not need.
+            key = jax.random.key(self.seed)
+            out["multistart"] = (self.multistart, key, float(self.multistart_scale))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -269,8 +282,6 @@ def field_defaults(cls: type) -> dict[str, Any]:
 
 
 def _as_value(value: Any, default: Any) -> Any:
-    import jax.numpy as jnp
-
     if isinstance(value, bool):
         return value
     shape = np.shape(value) if default is None else np.shape(default)

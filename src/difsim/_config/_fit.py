@@ -19,7 +19,7 @@ small) against `[fit.observe]`, `[fit.weights]` and `[fit.sigma]`.
 from pathlib import Path
 from typing import Any
 
-from difsim._config._experiment import FitSpec, field_defaults
+from difsim._config._experiment import FitSpec, SolverSpec, field_defaults
 from difsim._config._schema import (
     NON_NEGATIVE_INT,
     NUMBER,
@@ -36,6 +36,14 @@ from difsim._config._schema import (
     is_number,
     names_list,
 )
+from difsim._fit import (
+    ADJOINTS,
+    NOISE_MODELS,
+    OPTIMIZERS,
+    MultipleShooting,
+    as_transform,
+    read_data,
+)
 
 # The sub-tables of [fit]: name → what its entries are (for error messages).
 SUBTABLES = {
@@ -47,23 +55,59 @@ SUBTABLES = {
 
 
 def parse_fit(values: dict[str, Any], parsed: dict[str, Any]) -> FitSpec:
-    """The `[fit]` handler: check the settings against the model and the data, return a
-    [`FitSpec`][] (nothing is solved or compiled)."""
+    """The `[fit]` handler: check the settings against the model and the data, fill in the
+    defaults, return a [`FitSpec`][] (nothing is solved or compiled)."""
     cls = parsed["model"].cls
     params = list(cls.parameter_names())
-    state0 = field_defaults(cls).get("state")
-    states = list(getattr(state0, "names", ()))
-    solver = parsed["solver"]
+    states = list(getattr(field_defaults(cls).get("state"), "names", ()))
+    _check_solver(parsed["solver"])
+    control = values["control"]
+    _check_settings(values, cls.__name__, params)
+    free = _flatten_state(values["free"], "free")
+    if not free:
+        raise ConfigError(
+            'nothing to fit: name at least one parameter or "state.<var>" with its range, '
+            'e.g. alpha = "positive"',
+            "fit.free",
+        )
+    for name, spec in free.items():
+        _check_free(name, spec, cls.__name__, params, states, control)
+    observe = _flatten_state(values["observe"], "observe")
+    _check_observe(observe, cls.__name__, states)
+    _check_tables(values)
+    _check_data(values, observe, states, control)
+    settings = {k: values[k] for k in FitSpec.SETTINGS if k != "data"}
+    if values["multistart"] is not None:
+        settings["seed"] = 0 if values["seed"] is None else values["seed"]
+        settings["multistart_scale"] = (
+            MULTISTART_SCALE if values["multistart_scale"] is None else values["multistart_scale"]
+        )
+    return FitSpec(
+        data=values["data"],
+        free=free,
+        observe=observe,
+        weights=dict(values["weights"]),
+        sigma=dict(values["sigma"]),
+        **settings,
+        shooting=_shooting(values["multiple_shooting"], values["shooting_penalty"]),
+    )
+
+
+def _check_solver(solver: SolverSpec) -> None:
     if solver.controller != "pid" or solver.dt0 is not None:
         raise ConfigError(
             "a fit solves with the adaptive pid controller; remove controller and dt0 "
             f"(or choose an adaptive solver instead of {solver.name!r})",
             "solver.controller" if solver.controller != "pid" else "solver.dt0",
         )
+
+
+def _check_settings(values: dict[str, Any], cls: str, params: list[str]) -> None:
+    """The scalar settings of `[fit]` that depend on each other or on the model."""
     control = values["control"]
     if control is not None and control not in params:
         raise ConfigError(
-            f"{cls.__name__} has no parameter {control!r} to use as the control of a "
+            f"{cls} has no parameter {control!r} to use as the control of a "
             f"steady-state fit; its parameters are {names_list(params)}"
             f"{did_you_mean(control, params)}",
             "fit.control",
@@ -81,25 +125,20 @@ def parse_fit(values: dict[str, Any], parsed: dict[str, Any]) -> FitSpec:
     for key in ("seed", "multistart_scale"):
         _only_with(values, key, values["multistart"] is not None, "multistart")
 
-    free = _flatten_state(values["free"], "free")
-    if not free:
-        raise ConfigError(
-            'nothing to fit: name at least one parameter or "state.<var>" with its range, '
-            'e.g. alpha = "positive"',
-            "fit.free",
-        )
-    for name, spec in free.items():
-        _check_free(name, spec, cls.__name__, params, states, control)
 
-    observe = _flatten_state(values["observe"], "observe")
+def _check_observe(observe: dict[str, Any], cls: str, states: list[str]) -> None:
     for name, target in observe.items():
         if not isinstance(target, str) or target not in states:
             shown = given(target) if not isinstance(target, str) else repr(target)
             raise ConfigError(
-                f"{shown} is not a state variable of {cls.__name__}; its variables are "
+                f"{shown} is not a state variable of {cls}; its variables are "
                 f"{names_list(states)}{did_you_mean(str(target), states)}",
                 f"fit.observe.{name}",
             )
+
+
+def _check_tables(values: dict[str, Any]) -> None:
+    """`[fit.weights]` and `[fit.sigma]`: positive numbers, or lists of numbers."""
     for table in ("weights", "sigma"):
         for name, value in values[table].items():
             if not (is_number(value) and value > 0) and not (
@@ -110,15 +149,16 @@ def parse_fit(values: dict[str, Any], parsed: dict[str, Any]) -> FitSpec:
                     f"got {given(value)}",
                     f"fit.{table}.{name}",
                 )
-    _check_data(values, observe, states, control)
-    return FitSpec(
-        data=values["data"],
-        free=free,
-        observe=observe,
-        weights=dict(values["weights"]),
-        sigma=dict(values["sigma"]),
-        **{k: values[k] for k in FitSpec.SETTINGS if k != "data"},
-    )
+
+
+def _shooting(segments: int | None, penalty: float | None) -> MultipleShooting | None:
+    """The [`MultipleShooting`][] strategy of `multiple_shooting` (checked above)."""
+    if segments is None:
+        return None
+    try:
+        return MultipleShooting(segments, **({} if penalty is None else {"penalty": penalty}))
+    except (TypeError, ValueError) as e:
+        raise ConfigError(str(e), "fit.multiple_shooting") from None
 
 
 def _only_with(values: dict[str, Any], key: str, allowed: bool, what: str) -> None:
@@ -141,8 +181,6 @@ def _flatten_state(table: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _check_free(name: str, spec: Any, cls: str, params, states, control) -> None:
-    from difsim._fit import as_transform
-
     key = f"fit.free.{name}"
     if name.startswith("state."):
         var = name.removeprefix("state.")
@@ -184,8 +222,6 @@ def _check_free(name: str, spec: Any, cls: str, params, states, control) -> None
 
 def _check_data(values: dict[str, Any], observe, states, control) -> None:
     """Read the data file (small: observations) and check the names that refer to it."""
-    from difsim._fit import read_data
-
     path = Path(values["data"])
     if not path.exists():
         raise ConfigError(
@@ -220,15 +256,11 @@ def _check_data(values: dict[str, Any], observe, states, control) -> None:
 # [solver] defaults that differ for a fit: gradients and Gauss-Newton steps want float64, and
 # a trial point that needs many steps has almost always blown up (rejected sooner).
 FIT_SOLVER_DEFAULTS = {"dtype": "float64", "max_steps": 4096}
+# Standard deviation of the multistart perturbations when [fit] multistart_scale is unset.
+MULTISTART_SCALE = 0.3
 
 
 def _fit_names(what: str) -> list[str]:
-    from difsim._fit import (
-        ADJOINTS,
-        NOISE_MODELS,  # lazy: imports the fitting machinery
-        OPTIMIZERS,
-    )
-
     return list({"noise": NOISE_MODELS, "optimizer": OPTIMIZERS, "adjoint": ADJOINTS}[what])
 
 

@@ -52,12 +52,13 @@ from difsim._config._schema import (
 )
 from difsim._config._sweep import parse_sweep
 from difsim._config._toml import format_value
-from difsim._core import KEYS, resolve_solver_settings
+from difsim._core import KEYS, Model, resolve_solver_settings
 from difsim._io import difsim_version
 
 
 # ---------------------------------------------------------------- section handlers
 def _parse_time(values: dict[str, Any], parsed: dict[str, Any]) -> TimeSpec:
+    """The one place a config checks and builds its times: `[time]` → [`TimeSpec`][]."""
     t0, t1, save = float(values["t0"]), float(values["t1"]), values["save"]
     if not t1 > t0:
         raise ConfigError(
@@ -93,14 +94,8 @@ def _parse_time(values: dict[str, Any], parsed: dict[str, Any]) -> TimeSpec:
 
 def _parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
     cls = parsed["model"].cls
-    try:
-        resolved = resolve_solver_settings(
-            cls, solver=values["name"], **{k: values[k] for k in KEYS if k != "solver"}
-        )
-    except (TypeError, ValueError) as error:
-        raise ConfigError(str(error), "model.name") from None
-    name = resolved["solver"]
-    values = {**values, **{k: v for k, v in resolved.items() if k != "solver"}}
+    settings = _solver_settings(cls, values)
+    name = settings["solver"]
     if name not in solvers.SOLVERS:
         raise ConfigError(
             f"{cls.__name__}.solver_defaults names an unknown solver {name!r}", "model.name"
@@ -112,30 +107,40 @@ def _parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
             "rhs_stiff; choose a solver that is not IMEX, e.g. 'kvaerno5' or 'tsit5'",
             "solver.name",
         )
-    controller = values["controller"] or ("pid" if info.adaptive else "constant")
+    controller = settings["controller"] or ("pid" if info.adaptive else "constant")
     if controller == "pid" and not info.adaptive:
         raise ConfigError(
             f"'pid' needs an error estimate, which solver {name!r} does not have; use "
             'controller = "constant" with a step dt0, or an adaptive solver',
             "solver.controller",
         )
-    if controller == "constant" and values["dt0"] is None:
+    if controller == "constant" and settings["dt0"] is None:
         raise ConfigError(
             f"a fixed step (controller 'constant', solver {name!r}) needs the step size: "
             "give dt0, e.g. dt0 = 0.01",
             "solver.dt0",
         )
-    dt0 = values["dt0"]
+    dt0 = settings["dt0"]
     return SolverSpec(
         name=name,
-        rtol=float(values["rtol"]),
-        atol=float(values["atol"]),
+        rtol=float(settings["rtol"]),
+        atol=float(settings["atol"]),
         dt0=None if dt0 is None else float(dt0),
         controller=controller,
-        max_steps=values["max_steps"],
+        max_steps=settings["max_steps"],
         adjoint=values["adjoint"],
         dtype=values["dtype"],
     )
+
+
+def _solver_settings(cls: type[Model], values: dict[str, Any]) -> dict[str, Any]:
+    """The one place a config resolves its solver settings (the given `[solver]` values,
+    then the model's `solver_defaults`, then difsim's): `{key: value}` for `KEYS`."""
+    given = {k: values[k] for k in KEYS if k != "solver"}
+    try:
+        return resolve_solver_settings(cls, solver=values["name"], **given)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(str(error), "model.name") from None
 
 
 def _parse_output(values: dict[str, Any], parsed: dict[str, Any]) -> OutputSpec:

@@ -10,6 +10,7 @@ from difsim._config._experiment import ModelSpec, field_defaults
 from difsim._config._schema import REQUIRED, ConfigError, did_you_mean, given, names_list
 from difsim._core import Model, State
 from difsim._pde import Grid, grid_from_table
+from difsim.models import MODELS
 
 
 def parse_model(values: dict[str, Any], parsed: dict[str, Any]) -> ModelSpec:
@@ -59,8 +60,6 @@ def parse_model(values: dict[str, Any], parsed: dict[str, Any]) -> ModelSpec:
 def resolve_model(name: str) -> type[Model]:
     """The model class for `[model] name`: a key of `difsim.models.MODELS`, or
     `"package.module:Class"` (imported with importlib; must subclass `difsim.Model`)."""
-    from difsim.models import MODELS  # lazy: difsim.models imports difsim
-
     key = "model.name"
     if ":" not in name:
         if name not in MODELS:

@@ -7,13 +7,13 @@ for grid and zip sweeps, `{ uniform = [a, b] }`, `{ loguniform = [a, b] }`,
 `{ normal = [mean, std] }` for random and lhs sweeps.
 """
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from difsim._config._experiment import SweepSpec, field_defaults
+from difsim._config._experiment import SweepSpec, TimeSpec, field_defaults
 from difsim._config._schema import ConfigError, did_you_mean, given, is_int, is_number
+from difsim._core import Model
 from difsim._sweep import (
     AbstractSweep,
     GridSweep,
@@ -22,6 +22,9 @@ from difsim._sweep import (
     RandomSweep,
     Uniform,
     ZipSweep,
+    check_keys,
+    parse_bytes,
+    plan_keep,
 )
 
 GRID_FORMS = {
@@ -35,6 +38,7 @@ RANDOM_FORMS = {
     "loguniform": "[low, high], 0 < low",
     "normal": "[mean, std]",
 }
+DISTRIBUTIONS = {"uniform": Uniform, "loguniform": LogUniform, "normal": Normal}
 
 
 def entry_values(key: str, value: Any, kind: str) -> Any:
@@ -43,6 +47,31 @@ def entry_values(key: str, value: Any, kind: str) -> Any:
     **Raises:** `ConfigError` with key `sweep.<key>`, saying which forms are accepted.
     """
     where = f"sweep.{key}"
+    form, args = _entry_form(value, kind, where)
+    if form == "values":
+        if not isinstance(args, list) or not args:
+            raise ConfigError(
+                f"values: expected a non-empty list of numbers, got {given(args)}", where
+            )
+        for i, v in enumerate(args):
+            if not is_number(v):
+                raise ConfigError(f"values[{i}]: expected a finite number, got {given(v)}", where)
+        return np.asarray(args, dtype=np.float64)
+    forms = GRID_FORMS if form in GRID_FORMS else RANDOM_FORMS
+    arity = 3 if form in ("linspace", "logspace") else 2
+    if not isinstance(args, list) or len(args) != arity or not all(map(is_number, args)):
+        raise ConfigError(f"{form} takes {forms[form]}; got {given(args)}", where)
+    if form in ("linspace", "logspace"):
+        return _spaced(form, args, where)
+    try:
+        return DISTRIBUTIONS[form](*map(float, args))
+    except ValueError as e:
+        raise ConfigError(f"{form} takes {forms[form]}: {e}", where) from None
+
+
+def _entry_form(value: Any, kind: str, where: str) -> tuple[str, Any]:
+    """`(form, arguments)` of one entry, e.g. `("linspace", [0, 1, 5])`; a bare list is
+    `values` (grid and zip sweeps only)."""
     random = kind in ("random", "lhs")
     forms = RANDOM_FORMS if random else GRID_FORMS
     accepted = ", ".join(f"{{ {k} = {v.split(':')[0]} }}" for k, v in forms.items())
@@ -60,8 +89,7 @@ def entry_values(key: str, value: Any, kind: str) -> Any:
         raise ConfigError(f"expected one of {accepted}{extra}; got {shown}", where)
     ((form, args),) = value.items()
     if form not in forms:
-        other = GRID_FORMS if random else RANDOM_FORMS
-        if form in other:
+        if form in (GRID_FORMS if random else RANDOM_FORMS):
             need = '"grid" or "zip"' if random else '"random" or "lhs"'
             raise ConfigError(
                 f"{form} belongs to a sweep with kind = {need}; this sweep has kind = "
@@ -72,58 +100,55 @@ def entry_values(key: str, value: Any, kind: str) -> Any:
             f"unknown form {form!r}; write one of {accepted}{did_you_mean(form, list(forms))}",
             where,
         )
-    if form == "values":
-        if not isinstance(args, list) or not args:
-            raise ConfigError(
-                f"values: expected a non-empty list of numbers, got {given(args)}", where
-            )
-        for i, v in enumerate(args):
-            if not is_number(v):
-                raise ConfigError(f"values[{i}]: expected a finite number, got {given(v)}", where)
-        return np.asarray(args, dtype=np.float64)
-    arity = 3 if form in ("linspace", "logspace") else 2
-    if not isinstance(args, list) or len(args) != arity or not all(map(is_number, args)):
-        raise ConfigError(f"{form} takes {forms[form]}; got {given(args)}", where)
-    if form in ("linspace", "logspace"):
-        start, stop, n = args
-        if not is_int(n) or n < 1:
-            raise ConfigError(
-                f"{form} takes {forms[form]}: n must be an integer >= 1, got {given(n)}", where
-            )
-        if form == "linspace":
-            return np.linspace(float(start), float(stop), n)
-        if not (start > 0 and stop > 0):
-            raise ConfigError(
-                f"logspace takes the endpoints (both > 0), like numpy.geomspace, not exponents: "
-                f"for 0.001 ... 10 write [0.001, 10.0, n]; got {given(args)}",
-                where,
-            )
-        return np.geomspace(float(start), float(stop), n)
-    a, b = map(float, args)
-    try:
-        return {"uniform": Uniform, "loguniform": LogUniform, "normal": Normal}[form](a, b)
-    except ValueError as e:
-        raise ConfigError(f"{form} takes {forms[form]}: {e}", where) from None
+    return form, args
 
 
-def spec_from_config(
-    kind: str, entries: Mapping[str, Any], samples: int | None, seed: int | None, dim: str | None
-) -> AbstractSweep:
-    """The sweep spec a checked `[sweep]` section describes."""
-    values = {key: entry_values(key, value, kind) for key, value in entries.items()}
-    if kind == "grid":
-        return GridSweep(values)
-    if kind == "zip":
-        return ZipSweep(values, dim=dim or "sample")
-    return RandomSweep(values, samples, seed=seed or 0, method=kind, dim=dim or "sample")
+def _spaced(form: str, args: list, where: str) -> np.ndarray:
+    """The values of `{ linspace = [start, stop, n] }` or `{ logspace = [...] }`."""
+    start, stop, n = args
+    if not is_int(n) or n < 1:
+        raise ConfigError(
+            f"{form} takes {GRID_FORMS[form]}: n must be an integer >= 1, got {given(n)}", where
+        )
+    if form == "linspace":
+        return np.linspace(float(start), float(stop), n)
+    if not (start > 0 and stop > 0):
+        raise ConfigError(
+            f"logspace takes the endpoints (both > 0), like numpy.geomspace, not exponents: "
+            f"for 0.001 ... 10 write [0.001, 10.0, n]; got {given(args)}",
+            where,
+        )
+    return np.geomspace(float(start), float(stop), n)
 
 
 def parse_sweep(values: dict[str, Any], parsed: dict[str, Any]) -> SweepSpec:
-    """The `[sweep]` handler: check every entry and setting against the model and `[time]`
-    (nothing is drawn or compiled) and return a [`SweepSpec`][]."""
-    from difsim._sweep import check_keys, parse_bytes, plan_keep
-
+    """The `[sweep]` handler: check every entry and setting against the model and `[time]`,
+    build the sweep spec (nothing is drawn or compiled) and return a [`SweepSpec`][]."""
     cls, kind = parsed["model"].cls, values["kind"]
+    entries = _entries(values, cls)
+    built = {key: entry_values(key, value, kind) for key, value in entries.items()}
+    random = kind in ("random", "lhs")
+    seed = (values["seed"] if values["seed"] is not None else 0) if random else None
+    dim = _check_settings(values, kind, built)
+    keep = values["keep"]
+    _check_keep(keep, cls, parsed["time"])
+    budget = values["memory_budget"]
+    return SweepSpec(
+        kind=kind,
+        entries=entries,
+        samples=values["samples"],
+        seed=seed,
+        keep=tuple(keep) if isinstance(keep, list) else keep,
+        chunk_size=values["chunk_size"],
+        memory_budget=budget,
+        dim=dim,
+        spec=_build(kind, built, values["samples"], seed, dim),
+        budget=None if budget is None else _budget_bytes(budget),
+    )
+
+
+def _entries(values: dict[str, Any], cls: type[Model]) -> dict[str, Any]:
+    """The swept keys of `[sweep]`, as written, each checked against the model's keys."""
     entries = dict(values["entries"])
     # `state.x = ...` (a dotted key) arrives as a `state` table: flatten it to "state.x".
     state = entries.pop("state", None)
@@ -150,8 +175,13 @@ def parse_sweep(values: dict[str, Any], parsed: dict[str, Any]) -> SweepSpec:
             close = did_you_mean(key, settings).replace("did you mean", "or the setting")
             problem = str(e).removeprefix(f"[sweep] key {key!r}: ")
             raise ConfigError(problem + close, f"sweep.{key}") from None
+    return entries
+
+
+def _check_settings(values: dict[str, Any], kind: str, built: dict[str, Any]) -> str | None:
+    """Check the settings of `[sweep]` against its kind; return the dimension name (`None`
+    for a grid, whose dimensions are named after the keys)."""
     random = kind in ("random", "lhs")
-    built = {key: entry_values(key, value, kind) for key, value in entries.items()}
     if random and values["samples"] is None:
         raise ConfigError(
             f"a {kind} sweep needs the number of points: add samples = 1000", "sweep.samples"
@@ -175,32 +205,35 @@ def parse_sweep(values: dict[str, Any], parsed: dict[str, Any]) -> SweepSpec:
                 "sweep",
             )
     dim = None if kind == "grid" else (values["dim"] or "sample")
-    if dim in entries:
+    if dim in built:
         raise ConfigError(f"dim {dim!r} is also a swept key; choose another name", "sweep.dim")
-    keep = values["keep"]
-    tspec = parsed["time"]
-    save = tspec.save
-    n_saved = 1 if save == "final" else (save if isinstance(save, int) else len(save))
+    return dim
+
+
+def _check_keep(keep: str | list[str], cls: type[Model], time: TimeSpec) -> None:
+    """Check `keep` against the model's variables and observables and the saved times."""
+    save = time.save
     save_text = repr(save) if not isinstance(save, tuple) else f"[{len(save)} times]"
     try:
-        plan_keep(keep, cls, field_defaults(cls)["state"], n_saved, save_text)
+        plan_keep(keep, cls, field_defaults(cls)["state"], time.n_saved, save_text)
     except ValueError as e:
         raise ConfigError(str(e).removeprefix("keep: "), "sweep.keep") from None
-    budget = values["memory_budget"]
-    if budget is not None:
-        try:
-            parse_bytes(budget)
-        except ValueError as e:
-            raise ConfigError(
-                str(e).removeprefix("memory_budget: "), "sweep.memory_budget"
-            ) from None
-    return SweepSpec(
-        kind=kind,
-        entries=entries,
-        samples=values["samples"],
-        seed=(values["seed"] if values["seed"] is not None else 0) if random else None,
-        keep=tuple(keep) if isinstance(keep, list) else keep,
-        chunk_size=values["chunk_size"],
-        memory_budget=budget,
-        dim=dim,
-    )
+
+
+def _budget_bytes(budget: str | int) -> int:
+    """`memory_budget` in bytes (`"512MiB"` → 536870912)."""
+    try:
+        return parse_bytes(budget)
+    except ValueError as e:
+        raise ConfigError(str(e).removeprefix("memory_budget: "), "sweep.memory_budget") from None
+
+
+def _build(
+    kind: str, built: dict[str, Any], samples: int | None, seed: int | None, dim: str | None
+) -> AbstractSweep:
+    """The sweep spec (values in float64; the run rounds them to its dtype)."""
+    if kind == "grid":
+        return GridSweep(built)
+    if kind == "zip":
+        return ZipSweep(built, dim=dim)
+    return RandomSweep(built, samples, seed=seed, method=kind, dim=dim)
