@@ -45,104 +45,16 @@ from difsim._config._schema import (
     apply_overrides as apply_overrides,
     check_section,
     did_you_mean,
-    given,
-    is_number,
     parse_override as parse_override,
     plain,
 )
+from difsim._config._solver import parse_solver
 from difsim._config._sweep import parse_sweep
-from difsim._config._toml import format_value
-from difsim._core import KEYS, Model, resolve_solver_settings
+from difsim._config._time import parse_time
 from difsim._io import difsim_version
 
 
 # ---------------------------------------------------------------- section handlers
-def _parse_time(values: dict[str, Any], parsed: dict[str, Any]) -> TimeSpec:
-    """The one place a config checks and builds its times: `[time]` → [`TimeSpec`][]."""
-    t0, t1, save = float(values["t0"]), float(values["t1"]), values["save"]
-    if not t1 > t0:
-        raise ConfigError(
-            f"must be greater than t0 = {format_value(t0)}, got {format_value(t1)}", "time.t1"
-        )
-    if isinstance(save, list):
-        if not save:
-            raise ConfigError(
-                "the list of save times is empty; give at least one time", "time.save"
-            )
-        for i, t in enumerate(save):
-            if not is_number(t):
-                raise ConfigError(
-                    f"save[{i}]: expected a number (a time), got {given(t)}", "time.save"
-                )
-        for i in range(1, len(save)):
-            if not save[i] > save[i - 1]:
-                raise ConfigError(
-                    f"times must be strictly increasing, but save[{i}] = {save[i]} follows "
-                    f"save[{i - 1}] = {save[i - 1]}",
-                    "time.save",
-                )
-        for i, t in enumerate(save):
-            if not t0 <= t <= t1:
-                raise ConfigError(
-                    f"time {t} (save[{i}]) lies outside [t0, t1] = [{format_value(t0)}, "
-                    f"{format_value(t1)}]",
-                    "time.save",
-                )
-        save = tuple(float(t) for t in save)
-    return TimeSpec(t0, t1, save)
-
-
-def _parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
-    cls = parsed["model"].cls
-    settings = _solver_settings(cls, values)
-    name = settings["solver"]
-    if name not in solvers.SOLVERS:
-        raise ConfigError(
-            f"{cls.__name__}.solver_defaults names an unknown solver {name!r}", "model.name"
-        )
-    info = solvers.SOLVERS[name]
-    if info.imex and not cls.has_split():
-        raise ConfigError(
-            f"{name!r} is an IMEX solver, so {cls.__name__} would need rhs_nonstiff and "
-            "rhs_stiff; choose a solver that is not IMEX, e.g. 'kvaerno5' or 'tsit5'",
-            "solver.name",
-        )
-    controller = settings["controller"] or ("pid" if info.adaptive else "constant")
-    if controller == "pid" and not info.adaptive:
-        raise ConfigError(
-            f"'pid' needs an error estimate, which solver {name!r} does not have; use "
-            'controller = "constant" with a step dt0, or an adaptive solver',
-            "solver.controller",
-        )
-    if controller == "constant" and settings["dt0"] is None:
-        raise ConfigError(
-            f"a fixed step (controller 'constant', solver {name!r}) needs the step size: "
-            "give dt0, e.g. dt0 = 0.01",
-            "solver.dt0",
-        )
-    dt0 = settings["dt0"]
-    return SolverSpec(
-        name=name,
-        rtol=float(settings["rtol"]),
-        atol=float(settings["atol"]),
-        dt0=None if dt0 is None else float(dt0),
-        controller=controller,
-        max_steps=settings["max_steps"],
-        adjoint=values["adjoint"],
-        dtype=values["dtype"],
-    )
-
-
-def _solver_settings(cls: type[Model], values: dict[str, Any]) -> dict[str, Any]:
-    """The one place a config resolves its solver settings (the given `[solver]` values,
-    then the model's `solver_defaults`, then difsim's): `{key: value}` for `KEYS`."""
-    given = {k: values[k] for k in KEYS if k != "solver"}
-    try:
-        return resolve_solver_settings(cls, solver=values["name"], **given)
-    except (TypeError, ValueError) as error:
-        raise ConfigError(str(error), "model.name") from None
-
-
 def _parse_output(values: dict[str, Any], parsed: dict[str, Any]) -> OutputSpec:
     return OutputSpec(values["path"], values["plot"], values["overwrite"])
 
@@ -191,7 +103,7 @@ SECTIONS: dict[str, Section] = {
                 101,
             ),
         },
-        _parse_time,
+        parse_time,
         required=True,
     ),
     "solver": Section(
@@ -236,7 +148,7 @@ SECTIONS: dict[str, Section] = {
                 lambda: ["float32", "float64"],
             ),
         },
-        _parse_solver,
+        parse_solver,
     ),
     "output": Section(
         "where results go",
@@ -304,7 +216,8 @@ def load_config(
     **Arguments:**
 
     - `source`: a TOML file path, the same content as a dict (`{"model": {"name": ...}}`),
-      or an [`Experiment`][] (re-checked with `overrides`).
+      or an [`Experiment`][] (already checked: returned as it is, or re-checked with
+      `overrides`).
     - `overrides`: `{"solver.rtol": 1e-8, "model.parameters.rho": 20.0}`, applied on top
       (what `difsim run --set` passes).
 
@@ -313,6 +226,8 @@ def load_config(
     **Raises:** [`ConfigError`][] naming the offending key, for anything invalid.
     """
     origin = None
+    if isinstance(source, Experiment) and not overrides:
+        return source
     if isinstance(source, Experiment):
         raw, origin = source.to_dict(), source.source
     elif isinstance(source, Mapping):

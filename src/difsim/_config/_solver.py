@@ -1,0 +1,59 @@
+"""The `[solver]` section of a config: solver, tolerances, step control, adjoint, precision."""
+
+from typing import Any
+
+from difsim import solvers
+from difsim._config._experiment import SolverSpec
+from difsim._config._schema import ConfigError
+from difsim._core import KEYS, Model, resolve_solver_settings
+
+
+def parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
+    cls = parsed["model"].cls
+    settings = solver_settings(cls, values)
+    name = settings["solver"]
+    if name not in solvers.SOLVERS:
+        raise ConfigError(
+            f"{cls.__name__}.solver_defaults names an unknown solver {name!r}", "model.name"
+        )
+    info = solvers.SOLVERS[name]
+    if info.imex and not cls.has_split():
+        raise ConfigError(
+            f"{name!r} is an IMEX solver, so {cls.__name__} would need rhs_nonstiff and "
+            "rhs_stiff; choose a solver that is not IMEX, e.g. 'kvaerno5' or 'tsit5'",
+            "solver.name",
+        )
+    controller = settings["controller"] or ("pid" if info.adaptive else "constant")
+    if controller == "pid" and not info.adaptive:
+        raise ConfigError(
+            f"'pid' needs an error estimate, which solver {name!r} does not have; use "
+            'controller = "constant" with a step dt0, or an adaptive solver',
+            "solver.controller",
+        )
+    if controller == "constant" and settings["dt0"] is None:
+        raise ConfigError(
+            f"a fixed step (controller 'constant', solver {name!r}) needs the step size: "
+            "give dt0, e.g. dt0 = 0.01",
+            "solver.dt0",
+        )
+    dt0 = settings["dt0"]
+    return SolverSpec(
+        name=name,
+        rtol=float(settings["rtol"]),
+        atol=float(settings["atol"]),
+        dt0=None if dt0 is None else float(dt0),
+        controller=controller,
+        max_steps=settings["max_steps"],
+        adjoint=values["adjoint"],
+        dtype=values["dtype"],
+    )
+
+
+def solver_settings(cls: type[Model], values: dict[str, Any]) -> dict[str, Any]:
+    """The one place a config resolves its solver settings (the given `[solver]` values,
+    then the model's `solver_defaults`, then difsim's): `{key: value}` for `KEYS`."""
+    given = {k: values[k] for k in KEYS if k != "solver"}
+    try:
+        return resolve_solver_settings(cls, solver=values["name"], **given)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(str(error), "model.name") from None
