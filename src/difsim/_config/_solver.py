@@ -9,6 +9,8 @@ from difsim._core import KEYS, Model, resolve_solver_settings
 
 
 def parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
+    """The `[solver]` handler: resolve the settings once (see [`solver_settings`][]), check
+    that solver, controller and step fit together and the model, return a [`SolverSpec`][]."""
     cls = parsed["model"].cls
     settings = solver_settings(cls, values)
     name = settings["solver"]
