@@ -83,6 +83,9 @@ class SweepOptions:
     **Raises:** `ValueError` or `TypeError` naming the first bad field.
     """
 
+    # A frozen dataclass rather than an `eqx.Module`: it holds devices and a callback, never
+    # arrays, and is not meant to be a pytree.
+
     t0: float
     t1: float
     save: Any = "final"

@@ -251,7 +251,7 @@ def _file_hash(path: Path) -> str | None:
 def _file_info(path: Path) -> tuple[str | None, dict[str, Any] | None]:
     """`(sweep_hash, settings)` stored in a sweep's netCDF file (`None` if absent)."""
     try:
-        import h5netcdf
+        import h5netcdf  # lazily: h5py costs ~0.2 s to import, and only outputs need it
 
         with h5netcdf.File(path, "r") as f:
             found, text = f.attrs.get("sweep_hash"), f.attrs.get("sweep_settings")
@@ -282,7 +282,7 @@ def write_netcdf(
     global attributes (e.g. status counts). The file is written to a temporary name in the
     same folder and renamed into place.
     """
-    import h5netcdf
+    import h5netcdf  # lazily: h5py costs ~0.2 s to import, and only outputs need it
 
     def write(tmp: Path) -> None:
         with h5netcdf.File(tmp, "w") as f:
