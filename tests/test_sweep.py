@@ -9,7 +9,7 @@ import scipy.integrate
 import xarray as xr
 
 import difsim as ds
-from difsim._sweep._sweep import choose_chunk_size, parse_bytes, run_sweep
+from difsim._sweep import choose_chunk_size, parse_bytes, run_sweep
 from difsim.models import ExponentialDecay, Lorenz
 
 TOL = dict(rtol=1e-10, atol=1e-10)

@@ -3,7 +3,7 @@
 Each process has 2 fake CPU devices, so each chunk is sharded over 4 devices in 2
 processes. Both processes run the same `ds.sweep` with the same output path; process 0
 writes. The distributed sweep is first interrupted after two chunks (in both processes,
-through the engine's `_after_chunk` test hook), then rerun: it must reuse those chunks,
+through `run_sweep`'s `on_chunk` callback), then rerun: it must reuse those chunks,
 compute the rest and write the same file as a single process with one device. Scipy checks
 a few trajectories independently. Last, `difsim run CONFIG` started twice with the
 `DIFSIM_*` variables must be one 2-process sweep too.
@@ -44,7 +44,7 @@ WORKER = textwrap.dedent(
     jax.config.update("jax_enable_x64", True)
     import numpy as np
     import difsim as ds
-    from difsim._sweep import _sweep
+    from difsim._sweep import run_sweep
 
     out, mode = sys.argv[1], sys.argv[2]
     spec = ds.GridSweep({"rho": np.linspace(0.0, 21.0, 19), "beta": [1.0, 8.0 / 3.0]})
@@ -61,13 +61,12 @@ WORKER = textwrap.dedent(
         def stop(i):
             if i == 1:
                 raise Stop
-        _sweep._after_chunk = stop
         try:
-            _sweep.run_sweep(ds.models.Lorenz(), spec, output=out + "/sweep.nc", **kw)
+            run_sweep(ds.models.Lorenz(), spec, output=out + "/sweep.nc", on_chunk=stop, **kw)
         except Stop:
             report["stopped"] = True
     else:
-        result, info = _sweep.run_sweep(ds.models.Lorenz(), spec, output=out + "/sweep.nc", **kw)
+        result, info = run_sweep(ds.models.Lorenz(), spec, output=out + "/sweep.nc", **kw)
         report.update(returned=result is not None, reused=info.reused,
                       computed=list(info.computed))
         # In memory (no output), every process gets the whole Dataset back.

@@ -8,7 +8,7 @@ import scipy.stats
 
 import difsim as ds
 from difsim._config._sweep import entry_values
-from difsim._sweep._spec import check_keys
+from difsim._sweep import check_keys
 from difsim.models import SIR, Lorenz
 
 N = 2000

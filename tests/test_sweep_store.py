@@ -15,10 +15,8 @@ import pytest
 import xarray as xr
 
 import difsim as ds
-from difsim._sweep import _sweep
-from difsim._sweep._layout import Layout
-from difsim._sweep._store import SweepOutputError, _slabs, write_netcdf
-from difsim._sweep._sweep import run_sweep
+from difsim._sweep import OutputLayout, SweepOutputError, run_sweep
+from difsim._sweep._store import _slabs, write_netcdf
 from difsim.models import Lorenz
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,12 +37,14 @@ def _load(path) -> xr.Dataset:
         return f.load()
 
 
-def _interrupt_after(monkeypatch, last: int):
+def _interrupt_after(last: int):
+    """An `on_chunk` callback that stops the sweep once chunk `last` is stored."""
+
     def stop(i):
         if i == last:
             raise Stop
 
-    monkeypatch.setattr(_sweep, "_after_chunk", stop)
+    return stop
 
 
 @pytest.fixture(scope="module")
@@ -63,16 +63,14 @@ def test_file_equals_the_in_memory_result(reference):
     assert [p.name for p in path.parent.iterdir()] == ["sweep.nc"]  # no temporary files
 
 
-def test_resume_after_an_error_skips_finished_chunks(tmp_path, monkeypatch, reference):
+def test_resume_after_an_error_skips_finished_chunks(tmp_path, reference):
     path = tmp_path / "sweep.nc"
-    _interrupt_after(monkeypatch, 2)
     with pytest.raises(Stop):
-        _run(path)
+        _run(path, on_chunk=_interrupt_after(2))
     chunks = Path(f"{path}.chunks")
     assert not path.exists() and sorted(p.name for p in chunks.glob("chunk_*.npz")) == [
         f"chunk_{i:07d}.npz" for i in range(3)
     ]
-    monkeypatch.setattr(_sweep, "_after_chunk", None)
     dataset, report = _run(path)
     assert report.reused == 3 and report.computed == (3, 4)  # finished chunks not recomputed
     assert path.read_bytes() == reference[0].read_bytes()  # the same file, byte for byte
@@ -92,10 +90,10 @@ def test_resume_after_kill_9(tmp_path, reference):
             import time, jax
             jax.config.update("jax_enable_x64", True)
             import numpy as np, difsim as ds
-            from difsim._sweep import _sweep
-            _sweep._after_chunk = lambda i: time.sleep(0.5)  # slow enough to be killed
+            from difsim._sweep import run_sweep
+            slow = lambda i: time.sleep(0.5)  # slow enough to be killed
             spec = ds.GridSweep({{"rho": np.linspace(0.0, 21.0, 19), "beta": [1.0, 8.0 / 3.0]}})
-            ds.sweep(ds.models.Lorenz(), spec, output={str(path)!r}, **{KW!r})
+            run_sweep(ds.models.Lorenz(), spec, output={str(path)!r}, on_chunk=slow, **{KW!r})
             """
         )
     )
@@ -119,12 +117,10 @@ def test_resume_after_kill_9(tmp_path, reference):
     assert path.read_bytes() == reference[0].read_bytes()
 
 
-def test_a_changed_sweep_is_refused_then_overwritten(tmp_path, monkeypatch):
+def test_a_changed_sweep_is_refused_then_overwritten(tmp_path):
     path = tmp_path / "sweep.nc"
-    _interrupt_after(monkeypatch, 0)
     with pytest.raises(Stop):
-        _run(path)
-    monkeypatch.setattr(_sweep, "_after_chunk", None)
+        _run(path, on_chunk=_interrupt_after(0))
     with pytest.raises(SweepOutputError) as info:
         _run(path, rtol=1e-7)
     message = str(info.value)
@@ -142,12 +138,10 @@ def test_a_changed_sweep_is_refused_then_overwritten(tmp_path, monkeypatch):
     assert path.read_bytes() == before
 
 
-def test_a_corrupt_chunk_is_computed_again(tmp_path, monkeypatch, reference):
+def test_a_corrupt_chunk_is_computed_again(tmp_path, reference):
     path = tmp_path / "sweep.nc"
-    _interrupt_after(monkeypatch, 1)
     with pytest.raises(Stop):
-        _run(path)
-    monkeypatch.setattr(_sweep, "_after_chunk", None)
+        _run(path, on_chunk=_interrupt_after(1))
     chunk = Path(f"{path}.chunks") / "chunk_0000001.npz"
     chunk.write_bytes(chunk.read_bytes()[:100])  # as if the machine crashed mid-write
     _, report = _run(path)
@@ -185,7 +179,7 @@ def test_slabs_cover_any_flat_range_with_boxes(shape):
 
 def test_streamed_netcdf_equals_the_dataset_in_memory(tmp_path):
     rng = np.random.default_rng(1)
-    layout = Layout(
+    layout = OutputLayout(
         dims=("a", "b"),
         shape=(5, 6),
         coords={

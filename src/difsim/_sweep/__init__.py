@@ -1,28 +1,51 @@
 """Parameter sweeps: sweep specifications, chunked and sharded execution, observables, the
 resumable chunk store.
+
+The config layer checks a `[sweep]` section with the same functions the sweep uses
+(`check_keys`, `plan_keep`, `parse_bytes`, `check_chunk_size`) and hands the sweep a
+[`SweepOptions`][], whose values are then not parsed again.
 """
 
+from difsim._sweep._chunking import (
+    bytes_per_trajectory as bytes_per_trajectory,
+    choose_chunk_size as choose_chunk_size,
+)
 from difsim._sweep._distributed import (
     maybe_initialize_from_env as maybe_initialize_from_env,
+)
+from difsim._sweep._distributions import (
+    AbstractDistribution as AbstractDistribution,
+    LogUniform as LogUniform,
+    Normal as Normal,
+    Uniform as Uniform,
+)
+from difsim._sweep._keys import (
+    check_keys as check_keys,
+    sweepable_keys as sweepable_keys,
+)
+from difsim._sweep._layout import (
+    OutputLayout as OutputLayout,
 )
 from difsim._sweep._observables import (
     plan_keep as plan_keep,
 )
+from difsim._sweep._options import (
+    DEFAULT_MEMORY_BUDGET as DEFAULT_MEMORY_BUDGET,
+    SweepOptions as SweepOptions,
+    check_chunk_size as check_chunk_size,
+    parse_bytes as parse_bytes,
+)
 from difsim._sweep._spec import (
     AbstractSweep as AbstractSweep,
     GridSweep as GridSweep,
-    LogUniform as LogUniform,
-    Normal as Normal,
     RandomSweep as RandomSweep,
-    Uniform as Uniform,
     ZipSweep as ZipSweep,
-    check_keys as check_keys,
 )
 from difsim._sweep._store import (
     SweepOutputError as SweepOutputError,
 )
 from difsim._sweep._sweep import (
-    parse_bytes as parse_bytes,
+    SweepReport as SweepReport,
     run_sweep as run_sweep,
     sweep as sweep,
 )

@@ -1,6 +1,6 @@
 """The shape and metadata of a sweep's Dataset, and the settings that identify a sweep.
 
-Everything here is known before a single trajectory runs: the [`Layout`][] (dims,
+Everything here is known before a single trajectory runs: the [`OutputLayout`][] (dims,
 coordinates, variables, attributes) lets results stream into a netCDF file chunk by chunk,
 and [`settings`][] lists, as text, everything that determines the results (its hash
 identifies the sweep for resuming).
@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,13 @@ import xarray as xr
 from difsim import solvers
 from difsim._io import attr_value, difsim_version
 from difsim._status import Status, flag_attrs
+from difsim._sweep._options import SolverChoice, SweepTimes
 
 
-@dataclasses.dataclass
-@dataclasses.dataclass
-class Layout:
-    """The shape of a sweep's Dataset, known before anything runs.
+@dataclasses.dataclass(frozen=True)
+class OutputLayout:
+    """The shape of a sweep's Dataset, known before anything runs (not to be confused with
+    the core's state layout: this one describes the sweep's output on disk and in memory).
 
     **Fields:** `dims`/`shape` (the sweep's own dimensions), `coords`
     (`{name: (dims, values, attrs)}`), `variables` (`{name: (tail_dims, tail_shape, dtype,
@@ -82,25 +84,24 @@ def value_text(value: Any) -> str:
     return f"array{array.shape} {array.dtype} sha256:{digest[:16]}"
 
 
-def settings(model, spec, t0, t1, save_text, ts, solver, plan, dtype, kw) -> dict[str, str]:
+def settings(model, spec, times: SweepTimes, solver: SolverChoice, plan, dtype) -> dict[str, str]:
     """Everything that determines the results, as text (hashed; shown when they differ)."""
     cls = type(model)
     swept = set(spec.keys)
     params = {k: getattr(model, k) for k in cls.parameter_names() if k not in swept}
     state = {k: v for k, v in model.initial_state().items() if f"state.{k}" not in swept}
-    times = f"t0={t0!r}, t1={t1!r}, save={save_text}"
-    if ts is not None:
-        times += f" {value_text(ts)}"
+    described = f"t0={times.t0!r}, t1={times.t1!r}, save={times.save_text}"
+    if times.ts is not None:
+        described += f" {value_text(times.ts)}"
     return {
         "model": f"{cls.__module__}.{cls.__qualname__}",
         "parameters": ", ".join(f"{k}={value_text(v)}" for k, v in params.items()),
         "state": ", ".join(f"{k}={value_text(v)}" for k, v in state.items()),
         "sweep": f"{spec!r} points sha256:{spec.fingerprint(dtype)[:16]}",
-        "time": times,
+        "time": described,
         "solver": (
-            f"{solver!r}, controller={kw['controller']!r}, "
-            f"rtol={float(kw['rtol'])!r}, "
-            f"atol={float(kw['atol'])!r}, dt0={kw['dt0']!r}, max_steps={int(kw['max_steps'])}"
+            f"{solver.solver!r}, controller={solver.controller!r}, rtol={solver.rtol!r}, "
+            f"atol={solver.atol!r}, dt0={solver.dt0!r}, max_steps={solver.max_steps}"
         ),
         "keep": plan.describe(),
         "dtype": str(dtype),
@@ -122,28 +123,20 @@ def settings_hash(settings: dict[str, str]) -> str:
 
 
 def build_layout(
-    model, spec, outputs, plan, t0, t1, save, ts, n_saved, dtype, solver, kw
-) -> Layout:
+    model, spec, outputs, plan, times: SweepTimes, dtype, attrs: dict[str, Any]
+) -> OutputLayout:
+    """The [`OutputLayout`][] of a sweep of `model` over `spec` keeping `outputs` (planned
+    by `plan`), at `times`, in `dtype`, with global attributes `attrs`."""
     cls = type(model)
-    state_info = dict(model.initial_state().info)
-    coords = {}
-    for key, (dims, values, attrs) in spec.coords(dtype).items():
-        if key.startswith("state."):
-            info = state_info[key.removeprefix("state.")]
-            meta = dict(units=info.units, long_name=f"initial {info.description or key[6:]}")
-        else:
-            meta = cls.parameter_info(key)
-            meta = dict(units=meta["units"], long_name=meta["description"])
-        coords[key] = (dims, values, {**{k: v for k, v in meta.items() if v}, **attrs})
+    coords = _spec_coords(model, spec, dtype)
     tail_dims = {d for o in outputs for d in o.dims}
     if plan.mode == "trajectory":
-        if ts is None:
-            times = np.asarray(
-                jnp.linspace(jnp.asarray(t0, dtype), jnp.asarray(t1, dtype), n_saved)
-            )
+        if times.ts is None:
+            start, stop = jnp.asarray(times.t0, dtype), jnp.asarray(times.t1, dtype)
+            values = np.asarray(jnp.linspace(start, stop, times.n_saved))
         else:
-            times = ts.astype(dtype)
-        coords["time"] = (("time",), times, {"units": cls.time_units} if cls.time_units else {})
+            values = times.ts.astype(dtype)
+        coords["time"] = (("time",), values, {"units": cls.time_units} if cls.time_units else {})
     for dim, values in model.coords().items():
         if dim in tail_dims and dim not in coords:
             coords[dim] = ((dim,), np.asarray(values), {})
@@ -157,24 +150,67 @@ def build_layout(
             f"sweep: {sorted(clash)[0]!r} would be both a coordinate and a kept variable; "
             "rename the sweep dimension (dim=...) or keep observables instead"
         )
-    return Layout(spec.dims, spec.shape, coords, variables, sweep_attrs(model, spec, t0, t1, save,
-                  n_saved, solver, plan, dtype, kw))  # fmt: skip
+    return OutputLayout(spec.dims, spec.shape, coords, variables, attrs)
 
 
-def sweep_attrs(model, spec, t0, t1, save, n_saved, solver, plan, dtype, kw) -> dict[str, Any]:
+def _spec_coords(model, spec, dtype) -> dict[str, tuple[tuple[str, ...], np.ndarray, dict]]:
+    """The spec's coordinates, with units and long names from the model."""
     cls = type(model)
-    solver_obj = solvers.make_solver(solver)
+    state_info = dict(model.initial_state().info)
+    coords = {}
+    for key, (dims, values, attrs) in spec.coords(dtype).items():
+        if key.startswith("state."):
+            info = state_info[key.removeprefix("state.")]
+            meta = dict(units=info.units, long_name=f"initial {info.description or key[6:]}")
+        else:
+            meta = cls.parameter_info(key)
+            meta = dict(units=meta["units"], long_name=meta["description"])
+        coords[key] = (dims, values, {**{k: v for k, v in meta.items() if v}, **attrs})
+    return coords
+
+
+def sweep_attrs(
+    model, spec, times: SweepTimes, solver: SolverChoice, plan, dtype, extra: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The Dataset's global attributes: the model, its fixed values, the sweep's settings,
+    then `extra` (the caller's own); values netCDF cannot store are left out."""
+    cls = type(model)
     attrs: dict[str, Any] = dict(
         model=cls.__name__,
         model_module=cls.__module__,
-        solver=type(solver_obj).__name__,
+        solver=type(solvers.make_solver(solver.solver)).__name__,
         difsim_version=difsim_version(),
         parameters=" ".join(cls.parameter_names()),
     )
     doc = (cls.__dict__.get("__doc__") or "").strip().splitlines()
     if doc and not doc[0].startswith(f"{cls.__name__}("):
         attrs["title"] = doc[0]
+    attrs.update(_fixed_values(model, spec))
+    description = spec.describe()
+    attrs.update(
+        sweep_kind=spec.kind,
+        sweep_keys=" ".join(spec.keys),
+        sweep_size=spec.size,
+        t0=times.t0,
+        t1=times.t1,
+        save=times.save if isinstance(times.save, str | int) else f"{times.n_saved} times",
+        rtol=solver.rtol,
+        atol=solver.atol,
+        max_steps=solver.max_steps,
+        keep=plan.describe(),
+        dtype=str(dtype),
+    )
+    if "seed" in description:
+        attrs["seed"] = description["seed"]
+    attrs.update(extra)
+    return {k: v for k, v in attrs.items() if attr_value(v) is not None}
+
+
+def _fixed_values(model, spec) -> dict[str, Any]:
+    """The scalar parameters (with their units) and initial values that are not swept."""
+    cls = type(model)
     swept = set(spec.keys)
+    attrs: dict[str, Any] = {}
     for name, value in model.parameters().items():
         value = np.asarray(value)
         if name in swept or value.ndim != 0:
@@ -186,24 +222,7 @@ def sweep_attrs(model, spec, t0, t1, save, n_saved, solver, plan, dtype, kw) -> 
     for name, value in model.initial_state().items():
         if f"state.{name}" not in swept and np.ndim(value) == 0:
             attrs[f"initial_{name}"] = float(np.asarray(value))
-    description = spec.describe()
-    attrs.update(
-        sweep_kind=spec.kind,
-        sweep_keys=" ".join(spec.keys),
-        sweep_size=spec.size,
-        t0=t0,
-        t1=t1,
-        save=save if isinstance(save, str | int) else f"{n_saved} times",
-        rtol=float(kw["rtol"]),
-        atol=float(kw["atol"]),
-        max_steps=int(kw["max_steps"]),
-        keep=plan.describe(),
-        dtype=str(dtype),
-    )
-    if "seed" in description:
-        attrs["seed"] = description["seed"]
-    attrs.update({k: v for k, v in (kw["attrs"] or {}).items()})
-    return {k: v for k, v in attrs.items() if attr_value(v) is not None}
+    return attrs
 
 
 def count_attrs(counts: dict[int, int]) -> dict[str, int]:

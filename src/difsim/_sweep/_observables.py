@@ -7,6 +7,7 @@ than one chunk of time series in memory, and writes none.
 """
 
 import dataclasses
+import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -147,8 +148,6 @@ def plan_keep(keep: Any, cls: type[Model], state: State, n_saved: int, save_text
     seen = set()
     for name in keep:
         if not isinstance(name, str) or name not in names:
-            import difflib
-
             close = difflib.get_close_matches(str(name), names, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             own = list(model_observables(cls))

@@ -12,7 +12,6 @@ flat index in chunks, and the result is reshaped to the spec's dimensions at the
 """
 
 import abc
-import dataclasses
 import hashlib
 import math
 from collections.abc import Mapping
@@ -24,98 +23,8 @@ import numpy as np
 from jaxtyping import ArrayLike
 
 from difsim._core import Model
-
-# ---------------------------------------------------------------- distributions
-
-
-class AbstractDistribution(abc.ABC):
-    """A one-dimensional distribution, sampled through its quantile function."""
-
-    @abc.abstractmethod
-    def ppf(self, u: jax.Array) -> jax.Array:
-        """The quantile function: `u` in (0, 1) → values (same shape)."""
-
-    @abc.abstractmethod
-    def describe(self) -> str:
-        """`"uniform(0.5, 2)"`: the name and arguments, as a config would write them."""
-
-    @property
-    def log_scale(self) -> bool:
-        """Whether plots should show this parameter on a log axis."""
-        return False
-
-
-def _check_finite(name: str, **values: float) -> None:
-    for key, value in values.items():
-        if not (isinstance(value, int | float | np.number) and math.isfinite(value)):
-            raise ValueError(f"{name}: {key} must be a finite number, got {value!r}")
-
-
-@dataclasses.dataclass(frozen=True)
-class Uniform(AbstractDistribution):
-    """Uniform on `[low, high]` (`low < high`)."""
-
-    low: float
-    high: float
-
-    def __post_init__(self):
-        _check_finite("Uniform", low=self.low, high=self.high)
-        if not self.low < self.high:
-            raise ValueError(f"Uniform needs low < high, got low={self.low}, high={self.high}")
-
-    def ppf(self, u):
-        return self.low + (self.high - self.low) * u
-
-    def describe(self) -> str:
-        return f"uniform({self.low:g}, {self.high:g})"
-
-
-@dataclasses.dataclass(frozen=True)
-class LogUniform(AbstractDistribution):
-    """Log-uniform on `[low, high]` (`0 < low < high`): uniform in `log(value)`."""
-
-    low: float
-    high: float
-
-    def __post_init__(self):
-        _check_finite("LogUniform", low=self.low, high=self.high)
-        if not 0 < self.low < self.high:
-            raise ValueError(
-                f"LogUniform needs 0 < low < high, got low={self.low}, high={self.high}"
-            )
-
-    def ppf(self, u):
-        lo, hi = math.log(self.low), math.log(self.high)
-        return jnp.exp(lo + (hi - lo) * u)
-
-    def describe(self) -> str:
-        return f"loguniform({self.low:g}, {self.high:g})"
-
-    @property
-    def log_scale(self) -> bool:
-        return True
-
-
-@dataclasses.dataclass(frozen=True)
-class Normal(AbstractDistribution):
-    """Normal with mean `mean` and standard deviation `std > 0`."""
-
-    mean: float
-    std: float
-
-    def __post_init__(self):
-        _check_finite("Normal", mean=self.mean, std=self.std)
-        if not self.std > 0:
-            raise ValueError(f"Normal needs std > 0, got std={self.std}")
-
-    def ppf(self, u):
-        return self.mean + self.std * jax.scipy.special.ndtri(u)
-
-    def describe(self) -> str:
-        return f"normal({self.mean:g}, {self.std:g})"
-
-
-# ---------------------------------------------------------------- sweeps
+from difsim._sweep._distributions import AbstractDistribution
+from difsim._sweep._keys import check_keys
 
 
 class AbstractSweep(abc.ABC):
@@ -385,73 +294,3 @@ def _draw(distributions, n: int, seed: int, method: str) -> dict[str, np.ndarray
             # Clipped so the quantile function never sees exactly 0 or 1 (±inf for Normal).
             out[name] = np.asarray(dist.ppf(jnp.clip(u, lo, hi)), dtype=np.float64)
     return out
-
-
-# ---------------------------------------------------------------- keys vs the model
-
-
-def sweepable_keys(model: Model | type[Model]) -> tuple[list[str], list[str]]:
-    """`(parameters, state keys)` a sweep may name: scalar parameters and `"state.<var>"`
-    of scalar state variables."""
-    cls = model if isinstance(model, type) else type(model)
-    instance = None if isinstance(model, type) else model
-    params, states = [], []
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    for name in cls.parameter_names():
-        value = getattr(instance, name) if instance is not None else defaults.get(name)
-        if value is dataclasses.MISSING or _is_scalar(value):
-            params.append(name)
-    state = instance.initial_state() if instance is not None else defaults.get("state")
-    if state is not None and state is not dataclasses.MISSING:
-        states = [f"state.{k}" for k, v in state.items() if _is_scalar(v)]
-    return params, states
-
-
-def _is_scalar(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    try:
-        return np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.number)
-    except Exception:  # a sub-module or other object
-        return False
-
-
-def check_keys(keys, model: Model | type[Model], what: str = "sweep") -> None:
-    """Raise `ValueError` naming the first key that cannot be swept on `model`."""
-    import difflib
-
-    cls = model if isinstance(model, type) else type(model)
-    params, states = sweepable_keys(model)
-    valid = params + states
-    for key in keys:
-        if key in valid:
-            continue
-        close = difflib.get_close_matches(key, valid, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        listing = (
-            f"parameters are {', '.join(map(repr, params)) or '(none)'}; state variables "
-            f"are swept as {', '.join(map(repr, states)) or '(none)'}"
-        )
-        if key in cls.parameter_names() or key in _all_state_names(model):
-            raise ValueError(
-                f"{what} key {key!r}: only scalar values can be swept, and {cls.__name__}'s "
-                f"{key!r} is an array or a sub-model; {listing}"
-            )
-        if not key.startswith("state.") and f"state.{key}" in states:
-            hint = f" (state variables are swept as 'state.{key}')"
-        raise ValueError(
-            f"{what} key {key!r}: {cls.__name__} has no such {_kind(key)}; {listing}{hint}"
-        )
-
-
-def _kind(key: str) -> str:
-    return "state variable" if key.startswith("state.") else "parameter"
-
-
-def _all_state_names(model) -> list[str]:
-    if isinstance(model, type):
-        state = {f.name: f.default for f in dataclasses.fields(model)}.get("state")
-    else:
-        state = model.initial_state()
-    names = getattr(state, "names", ())
-    return [f"state.{n}" for n in names] if isinstance(names, tuple) else []

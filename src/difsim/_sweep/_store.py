@@ -22,10 +22,11 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 from difsim._io import atomic_write, atomic_write_stream, atomic_write_text
 from difsim._sweep import _distributed as dist
-from difsim._sweep._layout import Layout
+from difsim._sweep._layout import OutputLayout
 
 logger = logging.getLogger("difsim")
 
@@ -202,8 +203,6 @@ def agree(prepare: Callable[[], set[int] | None], n_chunks: int) -> set[int] | N
     compute the same chunks (the compiled calls are collective)."""
     if jax.process_count() == 1:
         return prepare()
-    from jax.experimental import multihost_utils
-
     # flags[0]: 0 = go on, 1 = already complete, 2 = the writer failed; then done marks.
     flags = np.zeros(n_chunks + 1, np.int32)
     error = None
@@ -252,7 +251,7 @@ def _file_hash(path: Path) -> str | None:
 def _file_info(path: Path) -> tuple[str | None, dict[str, Any] | None]:
     """`(sweep_hash, settings)` stored in a sweep's netCDF file (`None` if absent)."""
     try:
-        import h5netcdf
+        import h5netcdf  # lazily: h5py costs ~0.2 s to import, and only outputs need it
 
         with h5netcdf.File(path, "r") as f:
             found, text = f.attrs.get("sweep_hash"), f.attrs.get("sweep_settings")
@@ -272,7 +271,7 @@ def _file_info(path: Path) -> tuple[str | None, dict[str, Any] | None]:
 
 def write_netcdf(
     path: str | os.PathLike,
-    layout: Layout,
+    layout: OutputLayout,
     chunks: Iterator[tuple[int, int, dict[str, np.ndarray]]],
     attrs: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
@@ -283,7 +282,7 @@ def write_netcdf(
     global attributes (e.g. status counts). The file is written to a temporary name in the
     same folder and renamed into place.
     """
-    import h5netcdf
+    import h5netcdf  # lazily: h5py costs ~0.2 s to import, and only outputs need it
 
     def write(tmp: Path) -> None:
         with h5netcdf.File(tmp, "w") as f:

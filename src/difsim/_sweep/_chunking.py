@@ -1,0 +1,109 @@
+"""Memory planning: how many trajectories one compiled call runs (docs/sweeps.md, chunking).
+
+A sweep runs its points in chunks of one fixed size (one compilation), rounded up to a
+multiple of the devices; the last chunk is padded. The size comes from the caller, or from a
+memory budget and an estimate of one trajectory's memory ([`bytes_per_trajectory`][]).
+"""
+
+import dataclasses
+import math
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from difsim._core import Model
+from difsim._sweep._observables import Output
+from difsim._sweep._store import ChunkStore
+
+MIN_CHUNK = 1024  # trajectories: below this, per-call overhead starts to show
+TARGET_CHUNKS = 32  # aim for this many chunks: progress and resume granularity
+_STAGES = 16  # generous bound on a solver's stages (Dopri8 has 13 — 16 covers any named one)
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunking:
+    """`n_points` in chunks of `size`: chunk `i` holds points `i·size … i·size + length(i)`."""
+
+    n_points: int
+    size: int
+
+    @property
+    def n_chunks(self) -> int:
+        return math.ceil(self.n_points / self.size)
+
+    def length(self, i: int) -> int:
+        """Points in chunk `i` (fewer than `size` in the last one)."""
+        return chunk_length(i, self.size, self.n_points)
+
+    def start(self, i: int) -> int:
+        return i * self.size
+
+
+def chunk_length(i: int, size: int, n: int) -> int:
+    """Points in chunk `i` of `n` points in chunks of `size`."""
+    return min(size, n - i * size)
+
+
+def bytes_per_trajectory(model: Model, outputs: list[Output], n_saved: int, dtype) -> int:
+    """Estimated device memory of one trajectory in a chunk, in bytes.
+
+    `itemsize × state size × (16 stages + 8 working copies + 2 × saved times)` for the
+    solve (stages, error estimate, controller state; the saved series inside the solver
+    and once more for observables), plus 3 × the kept outputs (device, transfer and host
+    copies), plus 512 bytes of per-trajectory scalars.
+    """
+    item = np.dtype(dtype).itemsize
+    n_state = sum(max(1, math.prod(np.shape(v))) for v in model.initial_state().values.values())
+    kept = sum(math.prod(o.shape) for o in outputs) * item + 16
+    return item * n_state * (_STAGES + 8 + 2 * n_saved) + 3 * kept + 512
+
+
+def choose_chunk_size(
+    n: int,
+    n_devices: int,
+    per_traj: int,
+    budget: int,
+    chunk_size: int | None = None,
+    *,
+    cpu: bool = False,
+) -> int:
+    """Trajectories per chunk: `chunk_size` if given, else `min(budget / per_traj,
+    max(1024, n / 32), n)`; always a multiple of `n_devices` (rounded up).
+
+    `chunk_size` is a positive int or `None`, as [`SweepOptions`][] checks it; `budget` is
+    in bytes. On CPU (`cpu=True`) at most 1024 per device: a vmapped solve's working set
+    then stays in cache, 2–5x faster per trajectory than large chunks (docs/sweeps.md,
+    scaling)."""
+    if chunk_size is not None:
+        return _round_up(int(chunk_size), n_devices)
+    cap = max(n_devices, budget // per_traj // n_devices * n_devices)
+    target = _round_up(max(MIN_CHUNK, math.ceil(n / TARGET_CHUNKS)), n_devices)
+    if cpu:
+        target = min(target, MIN_CHUNK * n_devices)
+    return min(cap, target, _round_up(n, n_devices))
+
+
+def plan_chunking(
+    n_points: int,
+    per_traj: int,
+    chunk_size: int | None,
+    budget: int,
+    devices: tuple[jax.Device, ...] | None,
+    n_devices: int,
+    output: Path | None,
+) -> Chunking:
+    """The chunking of a sweep of `n_points` on `n_devices` (of `devices`, or all):
+    [`choose_chunk_size`][]; but when `chunk_size` is `None` and `output` holds the
+    unfinished chunks of a run with another size that still divides over the devices,
+    that size, so the stored chunks can be resumed on another device count."""
+    cpu = all(d.platform == "cpu" for d in (devices or jax.devices()))
+    size = choose_chunk_size(n_points, n_devices, per_traj, budget, chunk_size, cpu=cpu)
+    old = None if output is None else ChunkStore.peek_chunk_size(output)
+    if chunk_size is None and old is not None and old != size and old % n_devices == 0:
+        size = old
+    return Chunking(n_points, size)
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m

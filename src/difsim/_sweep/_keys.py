@@ -1,0 +1,75 @@
+"""Which keys a sweep may name on a model: its scalar parameters, and `"state.<var>"` of its
+scalar state variables; [`check_keys`][] names a key that is neither, with what there is."""
+
+import dataclasses
+import difflib
+from typing import Any
+
+import numpy as np
+
+from difsim._core import Model
+
+
+def sweepable_keys(model: Model | type[Model]) -> tuple[list[str], list[str]]:
+    """`(parameters, state keys)` a sweep may name: scalar parameters and `"state.<var>"`
+    of scalar state variables."""
+    cls = model if isinstance(model, type) else type(model)
+    instance = None if isinstance(model, type) else model
+    params, states = [], []
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    for name in cls.parameter_names():
+        value = getattr(instance, name) if instance is not None else defaults.get(name)
+        if value is dataclasses.MISSING or _is_scalar(value):
+            params.append(name)
+    state = instance.initial_state() if instance is not None else defaults.get("state")
+    if state is not None and state is not dataclasses.MISSING:
+        states = [f"state.{k}" for k, v in state.items() if _is_scalar(v)]
+    return params, states
+
+
+def _is_scalar(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    try:
+        return np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.number)
+    except Exception:  # a sub-module or other object
+        return False
+
+
+def check_keys(keys, model: Model | type[Model], what: str = "sweep") -> None:
+    """Raise `ValueError` naming the first key that cannot be swept on `model`."""
+    cls = model if isinstance(model, type) else type(model)
+    params, states = sweepable_keys(model)
+    valid = params + states
+    for key in keys:
+        if key in valid:
+            continue
+        close = difflib.get_close_matches(key, valid, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        listing = (
+            f"parameters are {', '.join(map(repr, params)) or '(none)'}; state variables "
+            f"are swept as {', '.join(map(repr, states)) or '(none)'}"
+        )
+        if key in cls.parameter_names() or key in _all_state_names(model):
+            raise ValueError(
+                f"{what} key {key!r}: only scalar values can be swept, and {cls.__name__}'s "
+                f"{key!r} is an array or a sub-model; {listing}"
+            )
+        if not key.startswith("state.") and f"state.{key}" in states:
+            hint = f" (state variables are swept as 'state.{key}')"
+        raise ValueError(
+            f"{what} key {key!r}: {cls.__name__} has no such {_kind(key)}; {listing}{hint}"
+        )
+
+
+def _kind(key: str) -> str:
+    return "state variable" if key.startswith("state.") else "parameter"
+
+
+def _all_state_names(model) -> list[str]:
+    if isinstance(model, type):
+        state = {f.name: f.default for f in dataclasses.fields(model)}.get("state")
+    else:
+        state = model.initial_state()
+    names = getattr(state, "names", ())
+    return [f"state.{n}" for n in names] if isinstance(names, tuple) else []

@@ -1,0 +1,187 @@
+"""A sweep's settings, checked once where they enter: [`SweepOptions`][].
+
+`ds.sweep` builds one [`SweepOptions`][] from its keywords and hands that object, never the
+keywords, to everything that runs the sweep. What can be checked without the model is
+checked (and parsed) at construction; the time and solver settings, which need the model,
+are checked once when the sweep is prepared (`_setup.prepare`), into a [`SweepTimes`][] and
+a [`SolverChoice`][].
+"""
+
+import dataclasses
+import os
+import re
+import types
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import diffrax as dfx
+import jax
+import numpy as np
+
+DEFAULT_MEMORY_BUDGET = 2**30  # bytes per chunk (1 GiB)
+
+_BYTE_UNITS = {
+    "": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}  # fmt: skip
+
+
+def parse_bytes(value: int | str, what: str = "memory_budget") -> int:
+    """`"512MiB"` → 536870912; `"2GB"` → 2e9; an int is a number of bytes.
+
+    **Raises:** `ValueError` starting with `what` unless `value` is a positive int or a
+    positive size with one of the units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB.
+    """
+    if isinstance(value, int | np.integer) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+        if m and m.group(2).lower() in _BYTE_UNITS and float(m.group(1)) > 0:
+            return max(1, int(float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()]))
+    raise ValueError(
+        f"{what}: expected a positive number of bytes or a size like '512MiB', '2GB', "
+        f"'1GiB' (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got {value!r}"
+    )
+
+
+def check_chunk_size(chunk_size: Any) -> int | None:
+    """`None`, or `chunk_size` as a positive `int`.
+
+    **Raises:** `ValueError` naming `chunk_size` for anything else (a bool included).
+    """
+    if chunk_size is None:
+        return None
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer):
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}")
+    return int(chunk_size)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SweepOptions:
+    """Everything [`sweep`][] takes besides the model and the spec, checked at construction.
+
+    **Fields:** the keywords of [`sweep`][] (same names, same defaults), plus `on_chunk`.
+    Construction parses and normalises those that do not depend on the model, once:
+
+    - `memory_budget`: bytes per chunk, an `int` (a size like `"512MiB"` is parsed here;
+      `None` gives 1 GiB). An `int` is taken as it is, not parsed again.
+    - `chunk_size`: `None` or a positive `int`.
+    - `devices`: `None` (every device) or a tuple of `jax.Device`.
+    - `output`: `None` or a `Path`; `resume`, `overwrite`: bools; `progress`: a bool or
+      `None` (a bar when stderr is a terminal).
+    - `attrs`: a read-only mapping (empty when `None`).
+    - `on_chunk`: `None`, or called with the index of each chunk once it is stored (it may
+      raise, which stops the sweep with every earlier chunk kept: a progress hook, and what
+      the tests use to interrupt a sweep).
+
+    `t0`, `t1`, `save`, `keep` and the solver settings are kept as given: they are checked
+    against the model when the sweep is prepared.
+
+    **Raises:** `ValueError` or `TypeError` naming the first bad field.
+    """
+
+    # A frozen dataclass rather than an `eqx.Module`: it holds devices and a callback, never
+    # arrays, and is not meant to be a pytree.
+
+    t0: float
+    t1: float
+    save: Any = "final"
+    keep: str | Sequence[str] | None = None
+    solver: str | dfx.AbstractSolver | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    dt0: float | None = None
+    controller: str | dfx.AbstractStepSizeController | None = None
+    max_steps: int | None = None
+    chunk_size: int | None = None
+    memory_budget: int | str | None = None
+    devices: Sequence[jax.Device] | None = None
+    output: str | os.PathLike | None = None
+    resume: bool = True
+    overwrite: bool = False
+    progress: bool | None = None
+    attrs: Mapping[str, Any] | None = None
+    on_chunk: Callable[[int], None] | None = None
+
+    def __post_init__(self):
+        # Frozen: the normalised values are set once, here, through `object.__setattr__`.
+        normalised = dict(
+            chunk_size=check_chunk_size(self.chunk_size),
+            memory_budget=_budget(self.memory_budget),
+            devices=_devices(self.devices),
+            output=_output(self.output),
+            attrs=_attrs(self.attrs),
+        )
+        for name, value in normalised.items():
+            object.__setattr__(self, name, value)
+        for name in ("resume", "overwrite"):
+            if not isinstance(getattr(self, name), bool | np.bool_):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.progress is not None and not isinstance(self.progress, bool | np.bool_):
+            raise TypeError(f"progress must be True, False or None, got {self.progress!r}")
+        if self.on_chunk is not None and not callable(self.on_chunk):
+            raise TypeError(
+                f"on_chunk must be a function of the chunk index, got {self.on_chunk!r}"
+            )
+
+
+def _budget(budget: int | str | None) -> int:
+    if budget is None:
+        return DEFAULT_MEMORY_BUDGET
+    return parse_bytes(budget, "memory_budget")
+
+
+def _devices(devices: Sequence[jax.Device] | None) -> tuple[jax.Device, ...] | None:
+    # Checked where the mesh is built (`_distributed.batch_mesh`): the one place that knows
+    # which devices a run may use.
+    return None if devices is None else tuple(devices)
+
+
+def _output(output: str | os.PathLike | None) -> Path | None:
+    if output is None or isinstance(output, Path):
+        return output
+    if not isinstance(output, str | os.PathLike):
+        raise TypeError(f"output must be a path (a str or os.PathLike) or None, got {output!r}")
+    return Path(output)
+
+
+def _attrs(attrs: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if attrs is None:
+        return types.MappingProxyType({})
+    if not isinstance(attrs, Mapping):
+        raise TypeError(f"attrs must be a dict of global attributes, got {attrs!r}")
+    return types.MappingProxyType(dict(attrs))
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepTimes:
+    """A sweep's checked times: `t0 < t1` (finite), and what is saved: `save` is `"final"`,
+    a number of points (> 1), or `None` with the times in `ts` (float64, strictly
+    increasing, in `[t0, t1]`); `n_saved` saved times in all; `save_text` describes `save`
+    for messages and the settings hash."""
+
+    t0: float
+    t1: float
+    save: str | int | None
+    ts: np.ndarray | None
+    n_saved: int
+    save_text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SolverChoice:
+    """A sweep's solver settings, resolved against the model (its `solver_defaults`, then
+    difsim's) and checked: `solver` a known name or solver object, `controller` spelt out
+    (for `None`, the one `simulate` would choose), `rtol`, `atol` floats, `dt0` as given
+    (or the model's), `max_steps` an int. Hashable: part of the compiled chunk's static
+    argument."""
+
+    solver: Any
+    controller: Any
+    rtol: float
+    atol: float
+    dt0: Any
+    max_steps: int

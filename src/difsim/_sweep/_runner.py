@@ -1,0 +1,144 @@
+"""The chunk runner: one compiled, vmapped and sharded function, called once per chunk.
+
+Every chunk has the same size (the last one is padded by repeating its last point), so the
+function compiles once. The batch axis is sharded over the mesh; the model and the times
+are replicated. Results come back to the host chunk by chunk, while the next chunk runs.
+"""
+
+import contextlib
+import dataclasses
+import sys
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from tqdm.auto import tqdm
+
+from difsim._core import Model, simulate
+from difsim._sweep import _distributed as dist
+from difsim._sweep._chunking import Chunking
+from difsim._sweep._observables import KeepPlan
+from difsim._sweep._options import SolverChoice
+from difsim._sweep._setup import SweepSetup
+from difsim._sweep._spec import AbstractSweep
+
+
+@dataclasses.dataclass(frozen=True)
+class _Static:
+    """Everything the compiled chunk function specialises on (hashable: a static argument).
+    The model's non-array part is kept flattened: equinox modules holding dicts (a
+    `State`) do not hash, but their tree structure and leaves do."""
+
+    model: tuple[Any, tuple[Any, ...]]
+    keys: tuple[str, ...]
+    save: Any
+    solver: SolverChoice
+    keep: KeepPlan
+
+
+def _chunk(model_dyn, t0, t1, ts, points, static: _Static):
+    model = eqx.combine(model_dyn, jax.tree.unflatten(static.model[0], static.model[1]))
+    choice = static.solver
+    dt0 = None if choice.dt0 is None else float(choice.dt0)
+
+    def one(point):
+        # `tree_at`, not `model.replace`: no re-run of `__init__`/`__check_init__`, whose
+        # Python checks could not look at traced values.
+        nodes = [_node(key) for key in static.keys]
+        m = eqx.tree_at(lambda m: [f(m) for f in nodes], model, [point[k] for k in static.keys])
+        sol = simulate(
+            m, t0=t0, t1=t1, save=static.save if ts is None else ts, solver=choice.solver,
+            rtol=choice.rtol, atol=choice.atol, dt0=dt0, controller=choice.controller,
+            max_steps=choice.max_steps, throw=False,
+        )  # fmt: skip
+        return dict(static.keep.evaluate(m, sol), status=sol.status, num_steps=sol.num_steps)
+
+    return jax.vmap(one)(points)
+
+
+def _node(key: str) -> Callable[[Model], Any]:
+    if key.startswith("state."):
+        var = key.removeprefix("state.")
+        return lambda m: m.state.values[var]
+    return lambda m: getattr(m, key)
+
+
+@lru_cache(maxsize=8)
+def _compiled(mesh: Mesh):
+    rep, batch = NamedSharding(mesh, PartitionSpec()), dist.batch_sharding(mesh)
+    return jax.jit(
+        _chunk,
+        static_argnums=5,
+        in_shardings=(rep, rep, rep, rep, batch),
+        out_shardings=batch,
+    )
+
+
+def run_chunks(
+    model: Model,
+    spec: AbstractSweep,
+    setup: SweepSetup,
+    mesh: Mesh,
+    chunking: Chunking,
+    todo: Sequence[int],
+    finished: Callable[[int, dict[str, np.ndarray]], None],
+) -> None:
+    """Run chunks `todo` of `spec` over `mesh`; call `finished(i, arrays)` with chunk `i`'s
+    results on the host (`{name: (length(i), *tail)}`, in the layout's dtypes) as each
+    one finishes, in order."""
+    run = _compiled(mesh)
+    rep, batch = NamedSharding(mesh, PartitionSpec()), dist.batch_sharding(mesh)
+    model_dyn, model_static = eqx.partition(model, eqx.is_array)
+    place = lambda x: None if x is None else dist.to_global(np.asarray(x), rep)  # noqa: E731
+    model_dyn = jax.tree.map(place, model_dyn)
+    times, dtype = setup.times, setup.dtype
+    inputs = (place(np.asarray(times.t0, dtype)), place(np.asarray(times.t1, dtype)))
+    inputs += (place(None if times.ts is None else times.ts.astype(dtype)),)
+    leaves, treedef = jax.tree.flatten(model_static)
+    static = _Static((treedef, tuple(leaves)), spec.keys, times.save, setup.solver, setup.plan)
+    dtypes = {name: dt for name, (_, _, dt, _) in setup.layout.variables.items()}
+    size = chunking.size
+
+    def launch(i):
+        n, start = chunking.length(i), chunking.start(i)
+        pts = spec.points(start, start + n, dtype)
+        # The last chunk is padded by repeating its last point: one compiled shape.
+        pts = {k: np.concatenate([v, np.repeat(v[-1:], size - n)]) for k, v in pts.items()}
+        pts = {k: dist.to_global(v, batch) for k, v in pts.items()}
+        return run(model_dyn, *inputs, pts, static)
+
+    def fetch(i, out):
+        n = chunking.length(i)
+        # Cast to the layout's dtypes: what the file and a resumed run expect, whatever the
+        # model's observables returned.
+        # One gather for all variables: one collective per chunk in a multi-process run.
+        host = {k: v[:n].astype(dtypes[k], copy=False) for k, v in dist.to_host(out).items()}
+        finished(i, host)
+
+    pending = None
+    for i in todo:
+        # Dispatch the next chunk before fetching the previous one: the host work
+        # (transfer, writing) overlaps the device work.
+        launched = (i, launch(i))
+        if pending is not None:
+            fetch(*pending)
+        pending = launched
+    if pending is not None:
+        fetch(*pending)
+
+
+def progress_bar(total: int, initial: int, show: bool):
+    """A tqdm bar over trajectories (rate, ETA), or a stand-in that shows nothing."""
+    if not show:
+        return contextlib.nullcontext(_NoBar())
+    return tqdm(total=total, initial=initial, unit="traj", unit_scale=True, desc="sweep",
+                smoothing=0.1, file=sys.stderr)  # fmt: skip
+
+
+class _NoBar:
+    def update(self, n):
+        pass
