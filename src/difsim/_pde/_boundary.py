@@ -24,7 +24,7 @@ from jaxtyping import Array
 class BoundaryCondition(eqx.Module):
     """Base class of the condition on one side of one grid axis.
 
-    Each condition fills its own ghost cells ([`BoundaryCondition.ghosts`][]), so a new kind
+    Each condition fills its own ghost cells (`ghosts`), so a new kind
     of boundary is one new subclass: nothing else dispatches on the kind.
     """
 
@@ -67,7 +67,7 @@ class _AbstractPolynomialGhosts(BoundaryCondition):
     at the nearest interior points (see the module docstring).
 
     A subclass states its condition as a linear functional on that polynomial
-    ([`face_row`][]) and its right-hand side ([`datum`][]); the weights follow.
+    (`face_row`) and its right-hand side (`datum`); the weights follow.
     """
 
     @classmethod
@@ -86,7 +86,7 @@ class _AbstractPolynomialGhosts(BoundaryCondition):
     def ghost_weights(self, width: int) -> np.ndarray:
         """Weights `W` (shape `(width, 1 + m)`) giving ghost values `W @ [b, u_0, …, u_{m-1}]`.
 
-        `b` is [`datum`][], `u_j` the interior values counted from the boundary; ghosts
+        `b` is `datum`, `u_j` the interior values counted from the boundary; ghosts
         are ordered from the boundary outwards. The high side is the mirror image: the same
         weights act on the reversed field.
         """

@@ -20,6 +20,8 @@ _OK = [int(s) for s in Status if s.ok]
 
 
 def _label(da: xr.DataArray) -> str:
+    # Not `_figure.label`: swept parameters are often dimensionless, and "[1]" on every
+    # axis of a sweep figure is noise.
     units = da.attrs.get("units")
     return f"{da.name} [{units}]" if units and units != "1" else str(da.name)
 
