@@ -1,7 +1,17 @@
-"""Explicit name → diffrax class tables, so configs can name solvers and users can list them."""
+"""Explicit name → class tables, so configs can name solvers, step-size controllers and
+adjoints, and users can list them.
+
+Each table is the one place its names live: an entry holds the class (or a small factory
+where building one needs arguments) beside its one-line description, and
+[`make_solver`][], [`make_controller`][] and [`make_adjoint`][] are the only functions that
+resolve a name. The public dicts ([`SOLVERS`][], [`CONTROLLERS`][], [`ADJOINTS`][],
+[`ADJOINT_DESCRIPTIONS`][]) are views of these tables, shaped as `difsim solvers` prints them.
+"""
 
 import dataclasses
+import typing
 from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 import diffrax as dfx
 import optimistix as optx
@@ -63,43 +73,96 @@ SOLVERS: dict[str, SolverInfo] = dict(
     ]
 )
 
-CONTROLLERS: dict[str, str] = {
-    "pid": "adaptive steps from the embedded error estimate (diffrax.PIDController)",
-    "constant": "fixed step dt0 (diffrax.ConstantStepSize)",
-}
-
-# What each adjoint is for, shown by `difsim solvers` (diffrax's classes carry no one-liner).
-ADJOINT_DESCRIPTIONS: dict[str, str] = {
-    "checkpoint": "reverse mode with recursive checkpointing (default)",
-    "direct": "reverse mode that also supports forward mode; more memory",
-    "forward": "forward mode: best for few parameters and jax.jacfwd",
-    "backsolve": "continuous adjoint solved backwards in time: O(1) memory",
-}
-
-ADJOINTS: dict[str, Callable[[], dfx.AbstractAdjoint]] = {
-    "checkpoint": dfx.RecursiveCheckpointAdjoint,
-    "direct": dfx.DirectAdjoint,
-    "forward": dfx.ForwardMode,
-    "backsolve": dfx.BacksolveAdjoint,
-}
+_T = TypeVar("_T")
 
 
-def _unknown(kind: str, name: object, table: dict) -> ValueError:
+@dataclasses.dataclass(frozen=True)
+class _Entry(Generic[_T]):
+    # `build` makes the object: a class, or a factory taking the keywords its
+    # `make_*` function passes.
+    build: Callable[..., _T]
+    description: str
+
+
+def _resolve(kind: str, name: object, table: dict[str, _T]) -> _T:
+    """The entry of `table` that `name` names (case-insensitive), or a `ValueError` listing them."""
+    if isinstance(name, str) and name.lower() in table:
+        return table[name.lower()]
     allowed = ", ".join(repr(k) for k in table)
-    return ValueError(f"unknown {kind} {name!r}; choose one of {allowed}")
+    raise ValueError(f"unknown {kind} {name!r}; choose one of {allowed}")
+
+
+def _pid(solver: dfx.AbstractSolver, *, rtol, atol, dt0, dtmin, dtmax):
+    del dt0  # the first step is chosen by diffrax when dt0 is None
+    if not isinstance(solver, dfx.AbstractAdaptiveSolver):
+        raise ValueError(
+            f"solver {type(solver).__name__} has no embedded error estimate, so it cannot use "
+            "the 'pid' controller; use controller='constant' with a step dt0"
+        )
+    return dfx.PIDController(rtol=rtol, atol=atol, dtmin=dtmin, dtmax=dtmax)
+
+
+def _constant(solver: dfx.AbstractSolver, *, rtol, atol, dt0, dtmin, dtmax):
+    del rtol, atol, dtmin, dtmax  # a fixed step has no tolerances or bounds
+    if dt0 is None:
+        raise ValueError(
+            f"solver {type(solver).__name__} with a constant step size needs a step: pass dt0 "
+            "(config key [solver] dt0)"
+        )
+    return dfx.ConstantStepSize()
+
+
+_CONTROLLER_TABLE: dict[str, _Entry[dfx.AbstractStepSizeController]] = {
+    "pid": _Entry(_pid, "adaptive steps from the embedded error estimate (diffrax.PIDController)"),
+    "constant": _Entry(_constant, "fixed step dt0 (diffrax.ConstantStepSize)"),
+}
+
+# diffrax's adjoint classes carry no one-liner: the descriptions are ours.
+_ADJOINT_TABLE: dict[str, _Entry[dfx.AbstractAdjoint]] = {
+    "checkpoint": _Entry(
+        dfx.RecursiveCheckpointAdjoint, "reverse mode with recursive checkpointing (default)"
+    ),
+    "direct": _Entry(
+        dfx.DirectAdjoint, "reverse mode that also supports forward mode; more memory"
+    ),
+    "forward": _Entry(dfx.ForwardMode, "forward mode: best for few parameters and jax.jacfwd"),
+    "backsolve": _Entry(
+        dfx.BacksolveAdjoint, "continuous adjoint solved backwards in time: O(1) memory"
+    ),
+}
+
+CONTROLLERS: dict[str, str] = {name: e.description for name, e in _CONTROLLER_TABLE.items()}
+ADJOINT_DESCRIPTIONS: dict[str, str] = {name: e.description for name, e in _ADJOINT_TABLE.items()}
+ADJOINTS: dict[str, Callable[[], dfx.AbstractAdjoint]] = {
+    name: e.build for name, e in _ADJOINT_TABLE.items()
+}
 
 
 def solver_info(solver: str | dfx.AbstractSolver) -> SolverInfo | None:
     """The [`SolverInfo`][] of a solver given by name or instance (`None` if unregistered)."""
     if isinstance(solver, str):
-        try:
-            return SOLVERS[solver.lower()]
-        except KeyError:
-            raise _unknown("solver", solver, SOLVERS) from None
+        return _resolve("solver", solver, SOLVERS)
     for info in SOLVERS.values():
         if type(solver) is info.cls:
             return info
     return None
+
+
+def wants_split_terms(solver: dfx.AbstractSolver) -> bool:
+    """Whether `solver` takes its vector field as `MultiTerm(non-stiff, stiff)`.
+
+    Read from the solver's type, not its name: diffrax solvers declare the terms they
+    accept as `term_structure`, and an IMEX solver's is `MultiTerm[tuple[AbstractTerm,
+    AbstractTerm]]` (an instance's, so wrappers such as `diffrax.HalfSolver` answer for the
+    solver they wrap). SDE solvers also take a two-term `MultiTerm` (drift, diffusion);
+    difsim integrates ODEs only, so they never reach this question.
+    """
+    structure = getattr(solver, "term_structure", None)
+    origin: Any = typing.get_origin(structure) or structure
+    if not (isinstance(origin, type) and issubclass(origin, dfx.MultiTerm)):
+        return False
+    (terms,) = typing.get_args(structure) or (None,)
+    return typing.get_origin(terms) is tuple and len(typing.get_args(terms)) == 2
 
 
 def make_solver(solver: str | dfx.AbstractSolver) -> dfx.AbstractSolver:
@@ -108,7 +171,7 @@ def make_solver(solver: str | dfx.AbstractSolver) -> dfx.AbstractSolver:
         return solver
     if not isinstance(solver, str):
         raise TypeError(f"solver must be a name or a diffrax solver, got {type(solver).__name__}")
-    info = solver_info(solver)
+    info = _resolve("solver", solver, SOLVERS)
     if info.implicit:
         # Chord (one Jacobian per nonlinear solve), tolerances from the step-size controller.
         # Not diffrax's default VeryChord: in diffrax 0.7.2 it reports benign iterations as
@@ -135,32 +198,14 @@ def make_controller(
     """
     if isinstance(controller, dfx.AbstractStepSizeController):
         return controller
-    adaptive = isinstance(solver, dfx.AbstractAdaptiveSolver)
     if controller is None:
-        controller = "pid" if adaptive else "constant"
-    if not isinstance(controller, str) or controller.lower() not in CONTROLLERS:
-        raise _unknown("step-size controller", controller, CONTROLLERS)
-    controller = controller.lower()
-    name = type(solver).__name__
-    if controller == "pid":
-        if not adaptive:
-            raise ValueError(
-                f"solver {name} has no embedded error estimate, so it cannot use the "
-                "'pid' controller; use controller='constant' with a step dt0"
-            )
-        return dfx.PIDController(rtol=rtol, atol=atol, dtmin=dtmin, dtmax=dtmax)
-    if dt0 is None:
-        raise ValueError(
-            f"solver {name} with a constant step size needs a step: pass dt0 "
-            "(config key [solver] dt0)"
-        )
-    return dfx.ConstantStepSize()
+        controller = "pid" if isinstance(solver, dfx.AbstractAdaptiveSolver) else "constant"
+    entry = _resolve("step-size controller", controller, _CONTROLLER_TABLE)
+    return entry.build(solver, rtol=rtol, atol=atol, dt0=dt0, dtmin=dtmin, dtmax=dtmax)
 
 
 def make_adjoint(adjoint: str | dfx.AbstractAdjoint) -> dfx.AbstractAdjoint:
     """A diffrax adjoint from a name in [`ADJOINTS`][] or an instance (returned as is)."""
     if isinstance(adjoint, dfx.AbstractAdjoint):
         return adjoint
-    if not isinstance(adjoint, str) or adjoint.lower() not in ADJOINTS:
-        raise _unknown("adjoint", adjoint, ADJOINTS)
-    return ADJOINTS[adjoint.lower()]()
+    return _resolve("adjoint", adjoint, _ADJOINT_TABLE).build()

@@ -3,9 +3,10 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy.interpolate import lagrange
 
 import difsim as ds
-from difsim._pde._boundary import Extrapolate, ghost_weights, pad_axis
+from difsim._pde._boundary import Extrapolate, pad_axis
 
 # ---------------------------------------------------------------------------- Grid basics
 
@@ -136,16 +137,33 @@ def test_ghosts_exact_for_polynomials(kind, width, degree):
 
 
 def test_ghost_weights_consistency():
-    for kind in ("dirichlet", "neumann", "extrapolate"):
+    # Each condition carries its own ghost-cell rule.
+    for condition in (ds.Dirichlet(), ds.Neumann(), Extrapolate()):
         for width in (1, 2, 3):
-            w = ghost_weights(kind, width, "low")
+            w = condition.ghost_weights(width)
             assert w.shape == (width, 1 + (1 if width == 1 else 4))
             # Constants are reproduced: a constant field with zero derivative / same value.
-            datum = 0.0 if kind != "dirichlet" else 1.0
+            datum = 0.0 if not isinstance(condition, ds.Dirichlet) else 1.0
             np.testing.assert_allclose(w @ np.r_[datum, np.ones(w.shape[1] - 1)], 1.0)
-    assert np.all(ghost_weights("extrapolate", 2, "low")[:, 0] == 0)
-    with pytest.raises(ValueError, match="ghost-cell kind"):
-        ghost_weights("robin", 1, "low")
+    assert np.all(Extrapolate().ghost_weights(2)[:, 0] == 0)
+
+    # A condition without a ghost-cell rule cannot be made (once: names the missing method).
+    class Robin(ds.BoundaryCondition):
+        def describe(self):
+            return "robin"
+
+    with pytest.raises(TypeError, match="ghosts"):
+        Robin()
+
+
+def test_ghost_weights_match_lagrange_extrapolation():
+    # Independent reference: with no face condition the ghosts are the Lagrange
+    # extrapolation through the interior points at 0, 1, ..., m - 1 (units of the spacing).
+    for width, m in ((1, 1), (2, 4), (3, 4)):
+        w = Extrapolate().ghost_weights(width)
+        for j in range(m):
+            basis = lagrange(np.arange(m, dtype=float), np.eye(m)[j])
+            np.testing.assert_allclose(w[:, 1 + j], basis(-1.0 - np.arange(width)), atol=1e-12)
 
 
 def test_extrapolate_continues_a_cubic():

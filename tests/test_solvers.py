@@ -13,7 +13,8 @@ import pytest
 import scipy.stats
 
 import difsim as ds
-from difsim.solvers import ADJOINTS, CONTROLLERS, SOLVERS
+from difsim.solvers import ADJOINT_DESCRIPTIONS, ADJOINTS, CONTROLLERS, SOLVERS
+from difsim.solvers._registry import wants_split_terms
 
 from .helpers import scipy_reference
 
@@ -136,6 +137,35 @@ def test_names_are_case_insensitive_and_instances_pass_through():
     assert isinstance(pid, dfx.PIDController) and (pid.rtol, pid.atol) == (1e-3, 1e-4)
     fixed = ds.solvers.make_controller(None, dfx.Euler(), rtol=1e-3, atol=1e-4, dt0=0.1)
     assert isinstance(fixed, dfx.ConstantStepSize)
+
+
+def test_wants_split_terms_reads_the_solver_type():
+    # Every registered solver answers as its table entry says; diffrax IMEX solvers the
+    # registry does not list, and a wrapper of one, are recognised by type alone.
+    for name, info in SOLVERS.items():
+        assert wants_split_terms(ds.solvers.make_solver(name)) is info.imex, name
+    assert wants_split_terms(dfx.KenCarp4())
+    assert wants_split_terms(dfx.Sil3())
+    assert wants_split_terms(dfx.HalfSolver(dfx.KenCarp3()))
+    assert not wants_split_terms(dfx.HalfSolver(dfx.Tsit5()))
+    assert not wants_split_terms(dfx.ReversibleHeun())
+    assert not wants_split_terms(object())  # no term_structure at all
+
+
+def test_tables_list_a_class_and_a_description_per_name():
+    assert set(ADJOINT_DESCRIPTIONS) == set(ADJOINTS)
+    for name, build in ADJOINTS.items():
+        assert isinstance(ds.solvers.make_adjoint(name), build), name
+        assert isinstance(build(), dfx.AbstractAdjoint) and ADJOINT_DESCRIPTIONS[name], name
+    assert all(isinstance(text, str) and text for text in CONTROLLERS.values())
+    # Each controller name builds the diffrax class its description names.
+    for name, cls in (("pid", dfx.PIDController), ("constant", dfx.ConstantStepSize)):
+        built = ds.solvers.make_controller(
+            name.upper(), dfx.Tsit5(), rtol=1e-6, atol=1e-8, dt0=0.1, dtmin=1e-9, dtmax=0.5
+        )
+        assert type(built) is cls and f"diffrax.{cls.__name__}" in CONTROLLERS[name]
+        if cls is dfx.PIDController:  # the keywords reach the controller
+            assert (built.rtol, built.atol, built.dtmin, built.dtmax) == (1e-6, 1e-8, 1e-9, 0.5)
 
 
 @pytest.mark.parametrize(

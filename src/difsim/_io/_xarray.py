@@ -53,33 +53,10 @@ def to_xarray(
     batch_dims = tuple(batch_dims)
     if len(batch_dims) != nbatch:
         raise ValueError(f"solution has {nbatch} batch axes but batch_dims={batch_dims}")
-    model = solution.model
-    extra_coords = {k: np.asarray(v) for k, v in model.coords().items()}
-
-    all_ts = np.asarray(solution.ts)
-    first = all_ts.reshape(-1, all_ts.shape[-1])[0]
-    time_attrs = _units_attrs(type(model).time_units)
-    if np.array_equal(all_ts, np.broadcast_to(first, all_ts.shape)):
-        coords: dict[str, Any] = {"time": ("time", first, time_attrs)}
-    else:
-        # Save times differ across the batch (e.g. final states of solves stopped by an
-        # event): keep each trajectory's own times rather than mislabel them with the first.
-        coords = {"time": ((*batch_dims, "time"), all_ts, time_attrs)}
-    coords.update({dim: (dim, np.asarray(v)) for dim, v in (batch_coords or {}).items()})
-
-    data_vars: dict[str, Any] = {}
-    for name, info in solution.var_info:
-        values = np.asarray(solution.ys[name])
-        var_ndim = values.ndim - nbatch - 1
-        dims = info.dims or model.default_dims(name, var_ndim)
-        if len(dims) != var_ndim:
-            raise ValueError(f"state variable {name!r} has {var_ndim} axes but dims={dims}")
-        for dim in dims:
-            if dim in extra_coords and dim not in coords:
-                coords[dim] = (dim, extra_coords[dim])
-        attrs = {k: v for k, v in dict(units=info.units, long_name=info.description).items() if v}
-        data_vars[name] = ((*batch_dims, "time", *dims), values, attrs)
-
+    batch_coords = batch_coords or {}
+    coords = _time_coord(solution, batch_dims)
+    coords.update({dim: (dim, np.asarray(v)) for dim, v in batch_coords.items()})
+    data_vars = _state_variables(solution, batch_dims, coords)
     data_vars["status"] = (batch_dims, status.astype(np.int32), flag_attrs())
     data_vars["num_steps"] = (batch_dims, np.asarray(solution.num_steps), {})
     if solution.t_end is not None:
@@ -88,7 +65,47 @@ def to_xarray(
             np.asarray(solution.t_end),
             dict(long_name="time the solve stopped (event)"),
         )
+    attrs = _run_attrs(solution, status)
+    _add_parameters(solution.model, status, batch_dims, batch_coords, attrs, coords, data_vars)
+    attrs = {k: v for k, v in attrs.items() if attr_value(v) is not None}
+    return xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
 
+
+def _time_coord(solution, batch_dims: tuple[str, ...]) -> dict[str, Any]:
+    """`{"time": ...}`: one time axis when every trajectory saved at the same times."""
+    all_ts = np.asarray(solution.ts)
+    first = all_ts.reshape(-1, all_ts.shape[-1])[0]
+    time_attrs = _units_attrs(type(solution.model).time_units)
+    if np.array_equal(all_ts, np.broadcast_to(first, all_ts.shape)):
+        return {"time": ("time", first, time_attrs)}
+    # Save times differ across the batch (e.g. final states of solves stopped by an
+    # event): keep each trajectory's own times rather than mislabel them with the first.
+    return {"time": ((*batch_dims, "time"), all_ts, time_attrs)}
+
+
+def _state_variables(solution, batch_dims: tuple[str, ...], coords: dict) -> dict[str, Any]:
+    """One data variable per state variable; adds the model's coordinates they use to
+    `coords`."""
+    model = solution.model
+    extra_coords = {k: np.asarray(v) for k, v in model.coords().items()}
+    data_vars: dict[str, Any] = {}
+    for name, info in solution.var_info:
+        values = np.asarray(solution.ys[name])
+        var_ndim = values.ndim - len(batch_dims) - 1
+        dims = info.dims or model.default_dims(name, var_ndim)
+        if len(dims) != var_ndim:
+            raise ValueError(f"state variable {name!r} has {var_ndim} axes but dims={dims}")
+        for dim in dims:
+            if dim in extra_coords and dim not in coords:
+                coords[dim] = (dim, extra_coords[dim])
+        attrs = {k: v for k, v in dict(units=info.units, long_name=info.description).items() if v}
+        data_vars[name] = ((*batch_dims, "time", *dims), values, attrs)
+    return data_vars
+
+
+def _run_attrs(solution, status: np.ndarray) -> dict[str, Any]:
+    """The Dataset's attributes that describe the run: model, solver, version, grid."""
+    model = solution.model
     attrs: dict[str, Any] = dict(
         model=type(model).__name__,
         model_module=type(model).__module__,
@@ -103,8 +120,14 @@ def to_xarray(
         attrs["title"] = doc[0]
     for grid in model.grids():
         attrs["grid"] = grid.describe()
-    if nbatch == 0:
+    if status.ndim == 0:
         attrs["status_message"] = Status(int(status)).message
+    return attrs
+
+
+def _add_parameters(model, status, batch_dims, batch_coords, attrs, coords, data_vars) -> None:
+    """Each parameter where it belongs: an attribute when one value serves the whole batch,
+    the batch coordinate named after it when swept, else a data variable."""
     for pname, value in model.parameters().items():
         info = type(model).parameter_info(pname)
         value = np.asarray(value)
@@ -113,14 +136,12 @@ def to_xarray(
             attrs[pname] = value.reshape(-1)[0].item()
             if info["units"]:
                 attrs[f"{pname}_units"] = info["units"]
-        elif batched and pname in (batch_coords or {}):
+        elif batched and pname in batch_coords:
             # Swept over a batch axis named after it: the coordinate carries the values.
             coords[pname] = (pname, coords[pname][1], {k: v for k, v in info.items() if v})
         else:
             pdims = batch_dims if batched else tuple(f"{pname}_dim{i}" for i in range(value.ndim))
             data_vars[pname] = (pdims, value, {k: v for k, v in info.items() if v})
-    attrs = {k: v for k, v in attrs.items() if attr_value(v) is not None}
-    return xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
 
 
 def _units_attrs(units: str | None) -> dict[str, str]:

@@ -13,20 +13,42 @@ discrete Poisson/heat solutions keep fourth order for Dirichlet and Neumann alik
 
 import abc
 import functools
-from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array
 
 
 class BoundaryCondition(eqx.Module):
-    """Base class of the condition on one side of one grid axis."""
+    """Base class of the condition on one side of one grid axis.
+
+    Each condition fills its own ghost cells (`ghosts`), so a new kind
+    of boundary is one new subclass: nothing else dispatches on the kind.
+    """
 
     @abc.abstractmethod
     def describe(self) -> str:
         """A short human-readable description, e.g. `"Dirichlet(0.0)"`."""
+
+    @abc.abstractmethod
+    def ghosts(
+        self, u: Array, axis: int, width: int, spacing: float, t: Any, *, high: bool
+    ) -> Array:
+        """The `width` ghost cells beyond one end of array axis `axis` of `u`.
+
+        **Arguments:**
+
+        - `u`: the field, any shape; `axis` is the padded axis (`n` points).
+        - `width`: how many ghost cells.
+        - `spacing`: the grid spacing along `axis` (units of length).
+        - `t`: the time, for time-dependent boundary data (may be `None` otherwise).
+        - `high`: the high end (`True`) or the low end (`False`) of the axis.
+
+        **Returns:** an array shaped like `u` with `width` entries along `axis`, in array
+        order (so `concatenate([low_ghosts, u, high_ghosts], axis)` is the padded field).
+        """
 
 
 class Periodic(BoundaryCondition):
@@ -35,11 +57,89 @@ class Periodic(BoundaryCondition):
     def describe(self) -> str:
         return "periodic"
 
+    def ghosts(self, u, axis, width, spacing, t, *, high):
+        del spacing, t  # wrapping needs neither
+        return _take(u, axis, 0, width) if high else _take(u, axis, -width, None)
 
-class _ValueCondition(BoundaryCondition):
+
+class _AbstractPolynomialGhosts(BoundaryCondition):
+    """Ghost cells from the polynomial that meets the condition at the face and the field
+    at the nearest interior points (see the module docstring).
+
+    A subclass states its condition as a linear functional on that polynomial
+    (`face_row`) and its right-hand side (`datum`); the weights follow.
+    """
+
+    @classmethod
+    @abc.abstractmethod
+    def face_row(cls, powers: np.ndarray) -> np.ndarray | None:
+        """The condition as a row acting on the coefficients of `sum_k c_k x**k` (`x` in
+        units of the spacing, the low face at `x = -1/2`, the interior outwards from 0);
+        `None` when the condition imposes nothing."""
+
+    @abc.abstractmethod
+    def datum(self, t: Any, spacing: float, dtype: Any) -> Array:
+        """The right-hand side `b` of the condition in the units of `face_row` (a derivative
+        is multiplied by the spacing), of dtype `dtype`: a scalar or an array over the
+        boundary face."""
+
+    def ghost_weights(self, width: int) -> np.ndarray:
+        """Weights `W` (shape `(width, 1 + m)`) giving ghost values `W @ [b, u_0, …, u_{m-1}]`.
+
+        `b` is `datum`, `u_j` the interior values counted from the boundary; ghosts
+        are ordered from the boundary outwards. The high side is the mirror image: the same
+        weights act on the reversed field.
+        """
+        return _polynomial_weights(type(self), width)
+
+    def ghosts(self, u, axis, width, spacing, t, *, high):
+        n = u.shape[axis]
+        weights = self.ghost_weights(width)
+        m = weights.shape[1] - 1
+        if n < m:
+            raise ValueError(
+                f"a grid axis with {n} points is too short for a {width}-cell boundary "
+                f"stencil (needs at least {m})"
+            )
+        interior = jnp.moveaxis(_take(u, axis, -m, None) if high else _take(u, axis, 0, m), axis, 0)
+        if high:
+            interior = interior[::-1]
+        datum = self.datum(t, spacing, u.dtype)
+        try:
+            datum = jnp.broadcast_to(datum, interior.shape[1:])
+        except ValueError:
+            raise ValueError(
+                f"boundary value of {self.describe()} has shape {datum.shape}, which does not "
+                f"broadcast to the boundary face of shape {interior.shape[1:]} (the field's "
+                "shape without the padded axis)"
+            ) from None
+        stacked = jnp.concatenate([datum[None], interior], axis=0)
+        ghost = jnp.tensordot(jnp.asarray(weights, u.dtype), stacked, axes=1)
+        if not high:
+            ghost = ghost[::-1]  # outermost ghost first, as the array runs
+        return jnp.moveaxis(ghost, 0, axis)
+
+
+@functools.cache
+def _polynomial_weights(condition: type[_AbstractPolynomialGhosts], width: int) -> np.ndarray:
+    m = _interior_points(width)
+    # m interior values plus a condition fix a degree-m polynomial; without a condition the
+    # m values fix degree m - 1 and the datum gets weight zero.
+    row = condition.face_row(np.arange(m + 1))
+    degree = m if row is not None else m - 1
+    powers = np.arange(degree + 1)
+    rows = ([row] if row is not None else []) + [float(j) ** powers for j in range(m)]
+    ghosts = np.array([(-1.0 - g) ** powers for g in range(width)])
+    weights = ghosts @ np.linalg.inv(np.array(rows))
+    if row is None:
+        weights = np.concatenate([np.zeros((width, 1)), weights], axis=1)
+    return weights
+
+
+class _AbstractValueCondition(_AbstractPolynomialGhosts):
     # `value` is a number, an array broadcastable to the boundary face (the field's shape
     # without this axis), or a callable `value(t)` returning one: time-dependent data.
-    value: Any = 0.0
+    value: eqx.AbstractVar[Any]
 
     def at(self, t: Any) -> Any:
         """The boundary value at time `t` (calls `value(t)` when it is callable)."""
@@ -57,19 +157,38 @@ class _ValueCondition(BoundaryCondition):
         return f"{type(self).__name__}({value})"
 
 
-class Dirichlet(_ValueCondition):
+class Dirichlet(_AbstractValueCondition):
     """Fixed value at the boundary face: `u = value` (units of the field)."""
 
+    value: Any = 0.0
 
-class Neumann(_ValueCondition):
+    @classmethod
+    def face_row(cls, powers):
+        return (-0.5) ** powers  # p(-1/2)
+
+    def datum(self, t, spacing, dtype):
+        return jnp.asarray(self.at(t), dtype)
+
+
+class Neumann(_AbstractValueCondition):
     """Fixed outward normal derivative at the boundary face: `∂u/∂n = value`.
 
     `n` points out of the domain, so on the low side `∂u/∂n = -∂u/∂x`. `value = 0` is a
     no-flux (insulated) boundary.
     """
 
+    value: Any = 0.0
 
-class Extrapolate(BoundaryCondition):
+    @classmethod
+    def face_row(cls, powers):
+        # -p'(-1/2): the outward derivative at the low face, in units of 1/spacing.
+        return -np.where(powers > 0, powers * (-0.5) ** np.maximum(powers - 1, 0), 0.0)
+
+    def datum(self, t, spacing, dtype):
+        return jnp.asarray(self.at(t), dtype) * spacing
+
+
+class Extrapolate(_AbstractPolynomialGhosts):
     """No condition: ghost cells continue the polynomial through the nearest interior points.
 
     Not a physical boundary condition (so not exported): operators use it for coefficient
@@ -78,6 +197,13 @@ class Extrapolate(BoundaryCondition):
 
     def describe(self) -> str:
         return "extrapolated"
+
+    @classmethod
+    def face_row(cls, powers):
+        return None
+
+    def datum(self, t, spacing, dtype):
+        return jnp.zeros((), dtype)
 
 
 def _short(value: Any) -> str:
@@ -89,78 +215,43 @@ def _short(value: Any) -> str:
 
 Side = tuple[BoundaryCondition, BoundaryCondition]
 
+# The names configs and `Grid(bc="...")` may use; the classes do the rest.
+NAMED_CONDITIONS: dict[str, type[BoundaryCondition]] = {
+    "periodic": Periodic,
+    "dirichlet": Dirichlet,
+    "neumann": Neumann,
+}
+# Those that take a value: a config writes them as `{dirichlet = value}`.
+VALUED_CONDITIONS: dict[str, type[_AbstractValueCondition]] = {
+    name: cls for name, cls in NAMED_CONDITIONS.items() if issubclass(cls, _AbstractValueCondition)
+}
+
 
 def as_condition(bc: Any, where: str) -> BoundaryCondition:
     """`bc` as a [`BoundaryCondition`][]: instances pass, strings name one."""
     if isinstance(bc, BoundaryCondition):
         return bc
-    names: dict[str, Callable[[], BoundaryCondition]] = {
-        "periodic": Periodic,
-        "dirichlet": Dirichlet,
-        "neumann": Neumann,
-    }
-    if isinstance(bc, str) and bc.lower() in names:
-        return names[bc.lower()]()
+    if isinstance(bc, str) and bc.lower() in NAMED_CONDITIONS:
+        return NAMED_CONDITIONS[bc.lower()]()
     raise TypeError(
         f"boundary condition for {where} must be ds.Periodic(), ds.Dirichlet(value), "
-        f"ds.Neumann(value) or one of {sorted(names)}, got {bc!r}"
+        f"ds.Neumann(value) or one of {sorted(NAMED_CONDITIONS)}, got {bc!r}"
     )
 
 
-@functools.cache
-def ghost_weights(kind: str, width: int, side: str) -> np.ndarray:
-    """Weights `W` (shape `(width, 1 + m)`) giving ghost values `W @ [b, u_0, …, u_{m-1}]`.
-
-    `b` is the boundary datum (a value, or the outward derivative times the spacing), `u_j`
-    the interior values counted from the boundary; ghosts are ordered from the boundary
-    outwards. Positions are in units of the spacing with the face at -1/2.
-    """
-    if kind not in ("dirichlet", "neumann", "extrapolate"):
-        raise ValueError(f"unknown ghost-cell kind {kind!r}")
-    m = _interior_points(width)
-    # m interior values plus the boundary condition fix a degree-m polynomial; without a
-    # condition ("extrapolate") the m values fix degree m - 1 and `b` gets weight zero.
-    degree = m - 1 if kind == "extrapolate" else m
-    powers = np.arange(degree + 1)
-    rows = []
-    if kind == "dirichlet":
-        rows.append((-0.5) ** powers)
-    elif kind == "neumann":  # outward derivative at the low face is -p'(-1/2)
-        rows.append(-np.where(powers > 0, powers * (-0.5) ** np.maximum(powers - 1, 0), 0.0))
-    for j in range(m):
-        rows.append(float(j) ** powers)
-    system = np.array(rows)
-    ghosts = np.array([(-1.0 - g) ** powers for g in range(width)])
-    weights = ghosts @ np.linalg.inv(system)
-    if kind == "extrapolate":
-        weights = np.concatenate([np.zeros((width, 1)), weights], axis=1)
-    del side  # the high side is the mirror image: same weights on the reversed field
-    return weights
-
-
 def pad_axis(
-    u: Any,
+    u: Array,
     axis: int,
     width: int,
     low: BoundaryCondition,
     high: BoundaryCondition,
     spacing: float,
     t: Any = None,
-) -> Any:
-    """`u` with `width` ghost cells added on both ends of array axis `axis`."""
-    if isinstance(low, Periodic):
-        return jnp.concatenate(
-            [_take(u, axis, -width, None), u, _take(u, axis, 0, width)], axis=axis
-        )
-    n = u.shape[axis]
-    m = _interior_points(width)
-    if n < m:
-        raise ValueError(
-            f"a grid axis with {n} points is too short for a {width}-cell boundary stencil "
-            f"(needs at least {m})"
-        )
-    lo = _ghosts(u, axis, width, low, spacing, t, reverse=False)
-    hi = _ghosts(u, axis, width, high, spacing, t, reverse=True)
+) -> Array:
+    """`u` with `width` ghost cells added on both ends of array axis `axis`, each end filled
+    by its own condition."""
+    lo = low.ghosts(u, axis, width, spacing, t, high=False)
+    hi = high.ghosts(u, axis, width, spacing, t, high=True)
     return jnp.concatenate([lo, u, hi], axis=axis)
 
 
@@ -173,32 +264,3 @@ def _take(u, axis, start, stop):
     index = [slice(None)] * u.ndim
     index[axis] = slice(start, stop)
     return u[tuple(index)]
-
-
-def _ghosts(u, axis, width, bc, spacing, t, reverse):
-    kinds = {Dirichlet: "dirichlet", Neumann: "neumann", Extrapolate: "extrapolate"}
-    kind = next((name for cls, name in kinds.items() if isinstance(bc, cls)), None)
-    if kind is None:
-        raise TypeError(f"unsupported boundary condition {bc!r}")
-    weights = ghost_weights(kind, width, "low")
-    m = weights.shape[1] - 1
-    interior = _take(u, axis, -m, None) if reverse else _take(u, axis, 0, m)
-    interior = jnp.moveaxis(interior, axis, 0)
-    if reverse:
-        interior = interior[::-1]
-    datum = jnp.asarray(0.0 if kind == "extrapolate" else bc.at(t), u.dtype)
-    if kind == "neumann":
-        datum = datum * spacing
-    try:
-        datum = jnp.broadcast_to(datum, interior.shape[1:])
-    except ValueError:
-        raise ValueError(
-            f"boundary value of {bc.describe()} has shape {datum.shape}, which does not "
-            f"broadcast to the boundary face of shape {interior.shape[1:]} (the field's "
-            "shape without the padded axis)"
-        ) from None
-    stacked = jnp.concatenate([datum[None], interior], axis=0)
-    ghost = jnp.tensordot(jnp.asarray(weights, u.dtype), stacked, axes=1)
-    if not reverse:
-        ghost = ghost[::-1]  # outermost ghost first, as the array runs
-    return jnp.moveaxis(ghost, 0, axis)

@@ -9,6 +9,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from difsim._pde._boundary import (
+    VALUED_CONDITIONS,
     BoundaryCondition,
     Dirichlet,
     Neumann,
@@ -318,13 +319,13 @@ def _bc_from_table(bc: Any) -> Any:
     out = {}
     for side, value in bc.items():
         if isinstance(value, Mapping):
-            if len(value) != 1 or next(iter(value)) not in ("dirichlet", "neumann"):
+            kind = next(iter(value), None)
+            if len(value) != 1 or kind not in VALUED_CONDITIONS:
                 raise ValueError(
                     f"grid bc {side!r} must be a name or {{dirichlet = value}} / "
                     f"{{neumann = value}}, got {value!r}"
                 )
-            kind, datum = next(iter(value.items()))
-            out[side] = (Dirichlet if kind == "dirichlet" else Neumann)(float(datum))
+            out[side] = VALUED_CONDITIONS[kind](float(value[kind]))
         else:
             out[side] = as_condition(value, f"grid.bc.{side}")
     return out

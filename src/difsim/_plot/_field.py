@@ -8,11 +8,7 @@ import numpy as np
 import xarray as xr
 
 from difsim._io import atomic_write
-
-
-def _label(da: xr.DataArray) -> str:
-    units = da.attrs.get("units")
-    return f"{da.name} [{units}]" if units else str(da.name)
+from difsim._plot._figure import label
 
 
 def _spatial(da: xr.DataArray) -> list[str]:
@@ -96,7 +92,7 @@ def plot_snapshots(
             ax.set_xlabel(x, fontsize=8)
             ax.set_ylabel(y, fontsize=8)
             ax.tick_params(labelsize=7)
-        fig.colorbar(image, ax=list(row), shrink=0.8, label=_label(dataset[name]))
+        fig.colorbar(image, ax=list(row), shrink=0.8, label=label(dataset[name]))
     fig.suptitle(dataset.attrs.get("model", ""))
     if path is not None:
         atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
@@ -161,7 +157,7 @@ def animate(
             data[0], origin="lower", extent=_extent(da[x].values, da[y].values),
             vmin=vmin, vmax=vmax, cmap="viridis", aspect="equal", interpolation="nearest",
         )  # fmt: skip
-        fig.colorbar(artist, ax=ax, label=_label(dataset[variable]))
+        fig.colorbar(artist, ax=ax, label=label(dataset[variable]))
         ax.set_xlabel(x)
         ax.set_ylabel(y)
 
@@ -175,7 +171,7 @@ def animate(
         (artist,) = ax.plot(da[dim].values, data[0])
         ax.set_ylim(vmin - 0.05 * (vmax - vmin), vmax + 0.05 * (vmax - vmin))
         ax.set_xlabel(dim)
-        ax.set_ylabel(_label(dataset[variable]))
+        ax.set_ylabel(label(dataset[variable]))
 
         def draw(i):
             artist.set_ydata(data[i])

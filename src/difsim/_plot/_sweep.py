@@ -1,11 +1,18 @@
-"""Quick-look plots of sweep outputs (PNG): lines, heat maps or scatter plots by spec kind."""
+"""Quick-look plots of sweep outputs (PNG): lines, heat maps or scatter plots by spec kind.
 
+The layout is chosen once (`_layout`) and drawn by the matching entry of `_DRAW`, one panel
+per kept quantity.
+"""
+
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from difsim._plot._plot import finish_figure
+from difsim._plot._figure import finish_figure, sweep_kind
 from difsim._status import Status
 
 MAX_PANELS = 6
@@ -13,6 +20,8 @@ _OK = [int(s) for s in Status if s.ok]
 
 
 def _label(da: xr.DataArray) -> str:
+    # Not `_figure.label`: swept parameters are often dimensionless, and "[1]" on every
+    # axis of a sweep figure is noise.
     units = da.attrs.get("units")
     return f"{da.name} [{units}]" if units and units != "1" else str(da.name)
 
@@ -65,6 +74,85 @@ def _colours(values: np.ndarray) -> dict:
     return dict(cmap="viridis")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Panel:
+    # What every panel of one sweep figure shares.
+    fig: Any
+    dataset: xr.Dataset
+    dims: tuple[str, ...]
+    keys: list[str]
+    failed: np.ndarray
+
+
+def _draw_lines(panel: _Panel, ax, da: xr.DataArray, *, connect: bool) -> None:
+    from matplotlib.transforms import blended_transform_factory
+
+    values = np.asarray(da, dtype=float)
+    failed = panel.failed
+    x = panel.dataset[panel.keys[0]]
+    order = np.argsort(np.asarray(x))
+    style = dict(lw=1.0) if connect else dict(ls="none", marker=".", ms=3)
+    ax.plot(np.asarray(x)[order], values[order], **style)
+    if failed.any():
+        mark = blended_transform_factory(ax.transData, ax.transAxes)
+        ax.plot(np.asarray(x)[failed], np.full(failed.sum(), 0.03), "rx", ms=4,
+                transform=mark, label=f"failed ({failed.sum()})")  # fmt: skip
+        ax.legend(loc="best", fontsize=8)
+    ax.set_xlabel(_label(x))
+    ax.set_ylabel(_label(da))
+    _set_scale(ax, "x", x)
+
+
+def _draw_heatmap(panel: _Panel, ax, da: xr.DataArray) -> None:
+    values = np.asarray(da, dtype=float)
+    x, y = panel.dataset[panel.dims[1]], panel.dataset[panel.dims[0]]
+    mesh = ax.pcolormesh(np.asarray(x), np.asarray(y), values, shading="nearest",
+                         **_colours(values))  # fmt: skip
+    panel.fig.colorbar(mesh, ax=ax, label=_label(da))
+    _label_axes(ax, x, y)
+    if panel.failed.any():
+        ax.set_title(f"{panel.failed.sum()} failed (blank)", fontsize=8)
+
+
+def _draw_scatter(panel: _Panel, ax, da: xr.DataArray) -> None:
+    values = np.asarray(da, dtype=float)
+    failed = panel.failed
+    x, y = panel.dataset[panel.keys[0]], panel.dataset[panel.keys[1]]
+    ok = ~failed
+    points = ax.scatter(np.asarray(x)[ok], np.asarray(y)[ok], c=values[ok], s=6,
+                        **_colours(values[ok]))  # fmt: skip
+    panel.fig.colorbar(points, ax=ax, label=_label(da))
+    if failed.any():
+        ax.plot(np.asarray(x)[failed], np.asarray(y)[failed], "rx", ms=4,
+                label=f"failed ({failed.sum()})")  # fmt: skip
+        ax.legend(loc="best", fontsize=8)
+    _label_axes(ax, x, y)
+
+
+def _label_axes(ax, x: xr.DataArray, y: xr.DataArray) -> None:
+    ax.set_xlabel(_label(x))
+    ax.set_ylabel(_label(y))
+    _set_scale(ax, "x", x)
+    _set_scale(ax, "y", y)
+
+
+# Layout → how one panel is drawn.
+_DRAW: dict[str, Callable[[_Panel, Any, xr.DataArray], None]] = {
+    "lines": lambda panel, ax, da: _draw_lines(panel, ax, da, connect=True),
+    "points": lambda panel, ax, da: _draw_lines(panel, ax, da, connect=False),
+    "heatmap": _draw_heatmap,
+    "scatter": _draw_scatter,
+}
+
+
+def _layout(kind: str, dims: tuple[str, ...], keys: list[str]) -> str:
+    """Lines for a 1-D grid, a heat map for a ≥2-D grid, points against the key for a zip
+    or random sweep of one key, a scatter of the first two keys otherwise."""
+    if kind == "grid":
+        return "lines" if len(dims) == 1 else "heatmap"
+    return "points" if len(keys) == 1 else "scatter"
+
+
 def plot_sweep(dataset: xr.Dataset, path: str | Path | None = None):
     """Plot a sweep Dataset (from [`sweep`][]): a 1-D grid as lines of each kept scalar
     against the swept value, a 2-D grid as heat maps (further grid dims at their first
@@ -75,11 +163,10 @@ def plot_sweep(dataset: xr.Dataset, path: str | Path | None = None):
     **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
     """
     from matplotlib.figure import Figure
-    from matplotlib.transforms import blended_transform_factory
 
     status = dataset["status"]
     dims = tuple(status.dims)
-    kind = dataset.attrs.get("sweep_kind", "grid")
+    kind = sweep_kind(dataset) or "grid"
     keys = str(dataset.attrs.get("sweep_keys", " ".join(dims))).split()
     selection = {}
     if kind == "grid" and len(dims) > 2:
@@ -96,49 +183,10 @@ def plot_sweep(dataset: xr.Dataset, path: str | Path | None = None):
     axes = fig.subplots(nrow, ncol, squeeze=False).ravel()
     for ax in axes[len(quantities) :]:
         ax.set_visible(False)
-
-    grid_lines = kind == "grid" and len(dims) == 1
-    one_key = kind != "grid" and len(keys) == 1
+    panel = _Panel(fig, dataset, dims, keys, failed)
+    draw = _DRAW[_layout(kind, dims, keys)]
     for ax, da in zip(axes, quantities):
-        values = np.asarray(da, dtype=float)
-        if grid_lines or one_key:
-            x = dataset[keys[0]]
-            order = np.argsort(np.asarray(x))
-            style = dict(lw=1.0) if grid_lines else dict(ls="none", marker=".", ms=3)
-            ax.plot(np.asarray(x)[order], values[order], **style)
-            if failed.any():
-                mark = blended_transform_factory(ax.transData, ax.transAxes)
-                ax.plot(np.asarray(x)[failed], np.full(failed.sum(), 0.03), "rx", ms=4,
-                        transform=mark, label=f"failed ({failed.sum()})")  # fmt: skip
-                ax.legend(loc="best", fontsize=8)
-            ax.set_xlabel(_label(x))
-            ax.set_ylabel(_label(da))
-            _set_scale(ax, "x", x)
-        elif kind == "grid":
-            x, y = dataset[dims[1]], dataset[dims[0]]
-            mesh = ax.pcolormesh(np.asarray(x), np.asarray(y), values, shading="nearest",
-                                 **_colours(values))  # fmt: skip
-            fig.colorbar(mesh, ax=ax, label=_label(da))
-            ax.set_xlabel(_label(x))
-            ax.set_ylabel(_label(y))
-            _set_scale(ax, "x", x)
-            _set_scale(ax, "y", y)
-            if failed.any():
-                ax.set_title(f"{failed.sum()} failed (blank)", fontsize=8)
-        else:
-            x, y = dataset[keys[0]], dataset[keys[1]]
-            ok = ~failed
-            points = ax.scatter(np.asarray(x)[ok], np.asarray(y)[ok], c=values[ok], s=6,
-                                **_colours(values[ok]))  # fmt: skip
-            fig.colorbar(points, ax=ax, label=_label(da))
-            if failed.any():
-                ax.plot(np.asarray(x)[failed], np.asarray(y)[failed], "rx", ms=4,
-                        label=f"failed ({failed.sum()})")  # fmt: skip
-                ax.legend(loc="best", fontsize=8)
-            ax.set_xlabel(_label(x))
-            ax.set_ylabel(_label(y))
-            _set_scale(ax, "x", x)
-            _set_scale(ax, "y", y)
+        draw(panel, ax, da)
 
     title = f"{dataset.attrs.get('model', '')}: {kind} sweep of {', '.join(keys)}"
     title += f" ({int(status.size)} trajectories"

@@ -1,0 +1,36 @@
+"""What every plot shares: axis labels, the one place a Dataset's kind is read, and the
+finishing of a figure (title, layout, atomic PNG write)."""
+
+from pathlib import Path
+
+import xarray as xr
+
+from difsim._io import atomic_write
+
+# The attribute `difsim._sweep` writes on a sweep's Dataset: its layout ("grid", "zip",
+# "random"). Read only through `sweep_kind`, so the name lives here alone.
+_SWEEP_KIND = "sweep_kind"
+
+
+def sweep_kind(dataset: xr.Dataset) -> str | None:
+    """The layout of a sweep's Dataset (`"grid"`, `"zip"`, `"random"`), or `None` when
+    `dataset` is not a sweep's."""
+    kind = dataset.attrs.get(_SWEEP_KIND)
+    return None if kind is None else str(kind)
+
+
+def label(da: xr.DataArray) -> str:
+    """`"name [units]"`, or the bare name when `da` has no `units` attribute."""
+    units = da.attrs.get("units")
+    return f"{da.name} [{units}]" if units else str(da.name)
+
+
+def finish_figure(fig, title: str, path: str | Path | None):
+    """Title and lay out `fig`; save it to `path` (PNG, 120 dpi) and return `None`, or return
+    the figure when no path is given."""
+    fig.suptitle(title)
+    fig.tight_layout()
+    if path is not None:
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
+        return None
+    return fig
