@@ -144,3 +144,11 @@ def test_split_terms_agree_with_the_registry():
     # The registry's hand-written `imex` column is an independent statement of the same fact.
     for name, info in ds.solvers.SOLVERS.items():
         assert wants_split_terms(ds.solvers.make_solver(name)) is info.imex, name
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(solver="kvaerno5", controller="constant", dt0=0.1)])
+def test_equal_settings_hash_alike(kw):
+    # A sweep caches its compiled function on the settings: resolving twice must hit it.
+    first, second = solver_settings(Decay(), **kw), solver_settings(Decay(), **kw)
+    assert first == second and hash(first) == hash(second)
+    assert first != solver_settings(Decay(), **kw, rtol=1e-3)
