@@ -14,6 +14,9 @@ from difsim._core._observable import (
     model_observables as model_observables,
     observable as observable,
 )
+from difsim._core._save import (
+    SaveSpec as SaveSpec,
+)
 from difsim._core._simulate import (
     simulate as simulate,
 )
@@ -23,6 +26,11 @@ from difsim._core._solution import (
 from difsim._core._solver_defaults import (
     KEYS as KEYS,
     resolve_solver_settings as resolve_solver_settings,
+)
+from difsim._core._solver_settings import (
+    SolverSettings as SolverSettings,
+    solver_settings as solver_settings,
+    wants_split_terms as wants_split_terms,
 )
 from difsim._core._state import (
     State as State,

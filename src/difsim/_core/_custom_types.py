@@ -7,5 +7,6 @@ from jaxtyping import Array, ArrayLike, Float, Real
 
 RealScalarLike: TypeAlias = float | int | Real[ArrayLike, ""]
 Times: TypeAlias = Float[ArrayLike, " time"] | Sequence[float]
-SaveSpec: TypeAlias = Literal["final"] | int | Times | None
+# What `simulate(save=...)` accepts (checked into a `SaveSpec`).
+SaveLike: TypeAlias = Literal["final"] | int | Times | None
 FloatArray: TypeAlias = Float[Array, "..."]

@@ -8,6 +8,8 @@ from jaxtyping import Array, Float, Int
 
 from difsim._core._model import Model
 from difsim._core._state import VarInfo
+from difsim._io import to_xarray
+from difsim._plot import plot
 from difsim._status import Status
 
 
@@ -79,14 +81,10 @@ class Solution(eqx.Module):
 
     def to_xarray(self, batch_dims=None, batch_coords=None):
         """This solution as a labelled `xarray.Dataset`; see [`to_xarray`][difsim.to_xarray]."""
-        from difsim._io import to_xarray
-
         return to_xarray(self, batch_dims=batch_dims, batch_coords=batch_coords)
 
     def plot(self, path=None, **kwargs):
         """Plot the trajectories (see [`plot`][difsim.plot]); returns the figure."""
-        from difsim._plot import plot
-
         return plot(self.to_xarray(), path=path, **kwargs)
 
 

@@ -1,0 +1,127 @@
+"""`SolverSettings`: the solver, controller, step and tolerances of a solve, resolved once.
+
+Names become diffrax objects here, once, where a solve's settings enter difsim; `simulate`
+(and a sweep, which resolves once for all its trajectories) then use the objects as they
+are. The precedence of the caller's values, the model's `solver_defaults` and difsim's is
+[`resolve_solver_settings`][]'s.
+"""
+
+import typing
+
+import diffrax as dfx
+import equinox as eqx
+import numpy as np
+import optimistix as optx
+
+from difsim import solvers
+from difsim._core._custom_types import RealScalarLike
+from difsim._core._model import Model
+from difsim._core._solver_defaults import resolve_solver_settings
+
+# State sizes above which named implicit solvers go matrix-free (solvers.newton_krylov).
+MATRIX_FREE_SIZE = 1000
+
+
+class SolverSettings(eqx.Module):
+    """How one model is solved, every choice made: made by [`solver_settings`][].
+
+    **Fields:**
+
+    - `solver`: the diffrax solver.
+    - `controller`: the diffrax step-size controller.
+    - `dt0`: the initial step (adaptive) or the step (fixed), in the model's time units;
+      `None` lets diffrax pick the first step of an adaptive solve.
+    - `rtol`, `atol`: tolerances of the controller, of implicit solvers' nonlinear solves
+      and of event location.
+    - `max_steps`: most steps before the solve gives up with `Status.MAX_STEPS`.
+    - `solver_requested`, `controller_requested`: the solver and controller as chosen
+      before any object was built: a registered name, the instance given, or (controller
+      only) `None` for the solver's default; what a sweep describes and hashes. Static.
+    """
+
+    solver: dfx.AbstractSolver
+    controller: dfx.AbstractStepSizeController
+    dt0: RealScalarLike | None
+    rtol: RealScalarLike
+    atol: RealScalarLike
+    max_steps: int = eqx.field(static=True)
+    solver_requested: str | dfx.AbstractSolver = eqx.field(static=True)
+    controller_requested: str | dfx.AbstractStepSizeController | None = eqx.field(static=True)
+
+    @property
+    def imex(self) -> bool:
+        """Whether the solver takes the right-hand side split in non-stiff and stiff parts."""
+        return wants_split_terms(self.solver)
+
+    @property
+    def fixed_step(self) -> bool:
+        """Whether the steps are not adapted to an error estimate."""
+        return not isinstance(self.controller, dfx.AbstractAdaptiveStepSizeController)
+
+
+def solver_settings(
+    model: Model,
+    *,
+    solver: str | dfx.AbstractSolver | None = None,
+    controller: str | dfx.AbstractStepSizeController | None = None,
+    dt0: RealScalarLike | None = None,
+    rtol: RealScalarLike | None = None,
+    atol: RealScalarLike | None = None,
+    max_steps: int | None = None,
+) -> SolverSettings:
+    """Resolve the solver settings of `model` once: the caller's values (non-`None`) win,
+    then the model's `solver_defaults`, then difsim's (see [`simulate`][]).
+
+    Takes the model instance, not only its class: the size of its state decides whether a
+    named implicit solver solves its stages matrix-free (above `MATRIX_FREE_SIZE` entries).
+
+    **Raises:** `ValueError` for an unknown solver or controller name, an IMEX solver on a
+    model without `rhs_nonstiff`/`rhs_stiff`, or a fixed step without `dt0`.
+    """
+    given = dict(solver=solver, controller=controller, dt0=dt0, rtol=rtol, atol=atol)
+    requested = resolve_solver_settings(type(model), **given, max_steps=max_steps)
+    name, rtol, atol, dt0 = (requested[k] for k in ("solver", "rtol", "atol", "dt0"))
+    solver_obj = solvers.make_solver(name)
+    named = isinstance(name, str)
+    if named and isinstance(solver_obj, dfx.AbstractImplicitSolver):
+        size = sum(int(np.size(v)) for _, v in model.initial_state().items())
+        if size > MATRIX_FREE_SIZE:
+            # A dense Jacobian of a PDE state is O(size²) memory and O(size³) to factorise:
+            # named implicit solvers switch to Newton–Krylov (matrix-free GMRES).
+            solver_obj = solvers.newton_krylov(solver_obj)
+    if wants_split_terms(solver_obj) and not model.has_split():
+        raise ValueError(
+            f"solver {type(solver_obj).__name__} is IMEX: {type(model).__name__} must define "
+            "rhs_nonstiff and rhs_stiff (the explicit and implicit parts of its right-hand side)"
+        )
+    controller_obj = solvers.make_controller(
+        requested["controller"], solver_obj, rtol=rtol, atol=atol, dt0=dt0
+    )
+    adaptive = isinstance(controller_obj, dfx.AbstractAdaptiveStepSizeController)
+    if named and isinstance(solver_obj, dfx.AbstractImplicitSolver) and not adaptive:
+        # A named implicit solver takes its root-finder tolerances from an adaptive
+        # controller; with fixed steps there is none (diffrax refuses): use rtol/atol.
+        solver_obj = eqx.tree_at(
+            lambda s: (s.root_finder.rtol, s.root_finder.atol, s.root_finder.norm),
+            solver_obj,
+            (rtol, atol, optx.max_norm),
+        )
+    return SolverSettings(
+        solver=solver_obj,
+        controller=controller_obj,
+        dt0=dt0,
+        rtol=rtol,
+        atol=atol,
+        max_steps=requested["max_steps"],
+        solver_requested=name,
+        controller_requested=requested["controller"],
+    )
+
+
+def wants_split_terms(solver: dfx.AbstractSolver) -> bool:
+    """Whether `solver` integrates a `diffrax.MultiTerm` (an IMEX or exponential solver,
+    given the right-hand side split in non-stiff and stiff parts), read from the type its
+    `term_structure` declares, e.g. `MultiTerm[tuple[AbstractTerm, AbstractTerm]]`."""
+    structure = getattr(solver, "term_structure", None)
+    origin = typing.get_origin(structure) or structure
+    return isinstance(origin, type) and issubclass(origin, dfx.MultiTerm)
