@@ -27,5 +27,6 @@ from difsim.solvers._registry import (
     make_controller as make_controller,
     make_solver as make_solver,
     solver_info as solver_info,
+    wants_split_terms as wants_split_terms,
 )
 from difsim.solvers._spectral_term import SpectralODETerm as SpectralODETerm

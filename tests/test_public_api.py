@@ -116,6 +116,7 @@ SOLVERS = {
     "make_solver": "function",
     "newton_krylov": "function",
     "solver_info": "function",
+    "wants_split_terms": "function",
 }
 
 

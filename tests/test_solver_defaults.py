@@ -7,8 +7,9 @@ import optimistix as optx
 import pytest
 
 import difsim as ds
-from difsim._core import solver_settings, wants_split_terms
+from difsim._core import solver_settings
 from difsim._core._solver_defaults import resolve_solver_settings
+from difsim.solvers import wants_split_terms
 
 from .pde_helpers import Heat1D, ReactionDiffusion
 

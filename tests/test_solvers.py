@@ -13,8 +13,7 @@ import pytest
 import scipy.stats
 
 import difsim as ds
-from difsim.solvers import ADJOINT_DESCRIPTIONS, ADJOINTS, CONTROLLERS, SOLVERS
-from difsim.solvers._registry import wants_split_terms
+from difsim.solvers import ADJOINT_DESCRIPTIONS, ADJOINTS, CONTROLLERS, SOLVERS, wants_split_terms
 
 from .helpers import scipy_reference
 

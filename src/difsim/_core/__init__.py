@@ -30,7 +30,6 @@ from difsim._core._solver_defaults import (
 from difsim._core._solver_settings import (
     SolverSettings as SolverSettings,
     solver_settings as solver_settings,
-    wants_split_terms as wants_split_terms,
 )
 from difsim._core._state import (
     State as State,

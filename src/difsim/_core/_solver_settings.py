@@ -6,8 +6,6 @@ are. The precedence of the caller's values, the model's `solver_defaults` and di
 [`resolve_solver_settings`][]'s.
 """
 
-import typing
-
 import diffrax as dfx
 import equinox as eqx
 import numpy as np
@@ -51,7 +49,7 @@ class SolverSettings(eqx.Module):
     @property
     def imex(self) -> bool:
         """Whether the solver takes the right-hand side split in non-stiff and stiff parts."""
-        return wants_split_terms(self.solver)
+        return solvers.wants_split_terms(self.solver)
 
     @property
     def fixed_step(self) -> bool:
@@ -89,7 +87,7 @@ def solver_settings(
             # A dense Jacobian of a PDE state is O(size²) memory and O(size³) to factorise:
             # named implicit solvers switch to Newton–Krylov (matrix-free GMRES).
             solver_obj = solvers.newton_krylov(solver_obj)
-    if wants_split_terms(solver_obj) and not model.has_split():
+    if solvers.wants_split_terms(solver_obj) and not model.has_split():
         raise ValueError(
             f"solver {type(solver_obj).__name__} is IMEX: {type(model).__name__} must define "
             "rhs_nonstiff and rhs_stiff (the explicit and implicit parts of its right-hand side)"
@@ -116,12 +114,3 @@ def solver_settings(
         solver_requested=name,
         controller_requested=requested["controller"],
     )
-
-
-def wants_split_terms(solver: dfx.AbstractSolver) -> bool:
-    """Whether `solver` integrates a `diffrax.MultiTerm` (an IMEX or exponential solver,
-    given the right-hand side split in non-stiff and stiff parts), read from the type its
-    `term_structure` declares, e.g. `MultiTerm[tuple[AbstractTerm, AbstractTerm]]`."""
-    structure = getattr(solver, "term_structure", None)
-    origin = typing.get_origin(structure) or structure
-    return isinstance(origin, type) and issubclass(origin, dfx.MultiTerm)

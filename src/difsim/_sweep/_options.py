@@ -19,6 +19,8 @@ import diffrax as dfx
 import jax
 import numpy as np
 
+from difsim._core import SolverSettings
+
 DEFAULT_MEMORY_BUDGET = 2**30  # bytes per chunk (1 GiB)
 
 _BYTE_UNITS = {
@@ -185,3 +187,4 @@ class SolverChoice:
     atol: float
     dt0: Any
     max_steps: int
+    settings: SolverSettings  # the same, as objects: what each trajectory's solve takes

@@ -18,7 +18,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from difsim._core import Model, simulate
+from difsim._core import Model, SaveSpec, simulate
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking
 from difsim._sweep._observables import KeepPlan
@@ -40,21 +40,16 @@ class _Static:
     keep: KeepPlan
 
 
-def _chunk(model_dyn, t0, t1, ts, points, static: _Static):
+def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
     model = eqx.combine(model_dyn, jax.tree.unflatten(static.model[0], static.model[1]))
-    choice = static.solver
-    dt0 = None if choice.dt0 is None else float(choice.dt0)
 
     def one(point):
         # `tree_at`, not `model.replace`: no re-run of `__init__`/`__check_init__`, whose
         # Python checks could not look at traced values.
         nodes = [_node(key) for key in static.keys]
         m = eqx.tree_at(lambda m: [f(m) for f in nodes], model, [point[k] for k in static.keys])
-        sol = simulate(
-            m, t0=t0, t1=t1, save=static.save if ts is None else ts, solver=choice.solver,
-            rtol=choice.rtol, atol=choice.atol, dt0=dt0, controller=choice.controller,
-            max_steps=choice.max_steps, throw=False,
-        )  # fmt: skip
+        # Times and solver settings were checked and resolved once, in `prepare`.
+        sol = simulate(m, times, solver=static.solver.settings, throw=False)
         return dict(static.keep.evaluate(m, sol), status=sol.status, num_steps=sol.num_steps)
 
     return jax.vmap(one)(points)
@@ -72,8 +67,8 @@ def _compiled(mesh: Mesh):
     rep, batch = NamedSharding(mesh, PartitionSpec()), dist.batch_sharding(mesh)
     return jax.jit(
         _chunk,
-        static_argnums=5,
-        in_shardings=(rep, rep, rep, rep, batch),
+        static_argnums=3,
+        in_shardings=(rep, rep, batch),
         out_shardings=batch,
     )
 
@@ -96,8 +91,9 @@ def run_chunks(
     place = lambda x: None if x is None else dist.to_global(np.asarray(x), rep)  # noqa: E731
     model_dyn = jax.tree.map(place, model_dyn)
     times, dtype = setup.times, setup.dtype
-    inputs = (place(np.asarray(times.t0, dtype)), place(np.asarray(times.t1, dtype)))
-    inputs += (place(None if times.ts is None else times.ts.astype(dtype)),)
+    # The checked times as arrays of the run's dtype on every device: `tree.map` swaps the
+    # leaves without running `SaveSpec.__init__` (no second check).
+    save = jax.tree.map(lambda v: place(np.asarray(v, dtype)), setup.save)
     leaves, treedef = jax.tree.flatten(model_static)
     static = _Static((treedef, tuple(leaves)), spec.keys, times.save, setup.solver, setup.plan)
     dtypes = {name: dt for name, (_, _, dt, _) in setup.layout.variables.items()}
@@ -109,7 +105,7 @@ def run_chunks(
         # The last chunk is padded by repeating its last point: one compiled shape.
         pts = {k: np.concatenate([v, np.repeat(v[-1:], size - n)]) for k, v in pts.items()}
         pts = {k: dist.to_global(v, batch) for k, v in pts.items()}
-        return run(model_dyn, *inputs, pts, static)
+        return run(model_dyn, save, pts, static)
 
     def fetch(i, out):
         n = chunking.length(i)
