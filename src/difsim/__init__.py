@@ -5,10 +5,9 @@ labelled `xarray.Dataset`. Models are pytrees, so `jax.jit`, `jax.vmap` and `jax
 compose with everything here.
 """
 
-import importlib
 import importlib.metadata
 
-from difsim import solvers as solvers
+from difsim import models as models, solvers as solvers
 from difsim._app import run_config as run_config
 from difsim._config import (
     ConfigError as ConfigError,
@@ -82,10 +81,3 @@ try:
 except importlib.metadata.PackageNotFoundError:  # a source tree, not installed
     __version__ = "0+unknown"
 
-
-def __getattr__(name: str):
-    # `difsim.models` imports `difsim` (models subclass `Model`), so it is loaded on first
-    # use rather than here, keeping the import graph acyclic.
-    if name == "models":
-        return importlib.import_module("difsim.models")
-    raise AttributeError(f"module 'difsim' has no attribute {name!r}")
