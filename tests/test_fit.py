@@ -15,7 +15,7 @@ import xarray as xr
 
 import difsim as ds
 from difsim._fit._fit import fit
-from difsim._fit._loop import value_and_grad
+from difsim._fit._drivers import value_and_grad
 from difsim._fit._transforms import Positive
 from tests.helpers import scipy_reference
 
