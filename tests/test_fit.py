@@ -6,16 +6,22 @@ difsim itself. All fits share one problem shape (9 times, 2 observed variables),
 compiled loss, Jacobian and optimizer blocks are reused from test to test.
 """
 
+import json
+from pathlib import Path
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optimistix as optx
 import pytest
 import xarray as xr
 
 import difsim as ds
+from difsim._app._run import execute
+from difsim._config._load import load_config
+from difsim._fit._drivers import value_and_grad
 from difsim._fit._fit import fit
-from difsim._fit._loop import value_and_grad
 from difsim._fit._transforms import Positive
 from tests.helpers import scipy_reference
 
@@ -197,3 +203,66 @@ def test_result_outputs(noisy_lm, tmp_path):
     assert '"state.prey"' in js.read_text()
     noisy_lm.plot(tmp_path / "fit.png")
     assert (tmp_path / "fit.png").stat().st_size > 1000
+
+
+LYNX = Path(__file__).resolve().parents[1] / "data" / "lynx_hare.nc"
+RATES = ("alpha", "beta", "gamma", "delta")
+NONFINITE_INPUT = optx.RESULTS._index_to_message[int(optx.RESULTS.nonfinite_input._value)]
+
+
+def test_failed_gauss_newton_on_lynx_hare_returns_a_failed_result(tmp_path):
+    # Gauss–Newton has no trust region, and Identity no bounds: from alpha = 0.3 it steps
+    # to rates whose solve blows up, and optimistix reports a non-finite linear solve.
+    # This used to raise AttributeError (an optimistix message looked up in a list).
+    res = fit(
+        TRUE.replace(alpha=0.3),
+        str(LYNX),
+        {name: ds.Identity() for name in RATES},
+        observe=OBS,
+        optimizer="gauss_newton",
+        steps=50,
+    )
+    assert res.status is ds.Status.OPTIMIZER_FAILED and res.status == "failed"
+    assert not res.ok
+    assert "the optimizer failed" in res.message and NONFINITE_INPUT in res.message
+    # The best parameters found so far are kept: the lowest finite loss of the history.
+    assert np.isfinite(res.loss) and res.loss == np.nanmin(res.loss_history)
+    assert np.isnan(res.loss_history[-1]) and res.num_steps == len(res.loss_history)
+    # Outputs keep the status text they always had.
+    assert json.loads(res.save(tmp_path / "fit.json").read_text())["status"] == "failed"
+    assert res.to_xarray().attrs["status"] == "failed"
+    assert "(gauss_newton): failed" in res.summary()
+
+
+def test_config_fit_reports_the_fits_own_status():
+    config = {
+        "model": {"name": "lotka_volterra", "parameters": {"alpha": 0.3}},
+        "fit": {
+            "data": str(LYNX),
+            "optimizer": "gauss_newton",
+            "steps": 50,
+            "free": {name: "identity" for name in RATES},
+            "observe": OBS,
+        },
+    }
+    result = execute(load_config(config), plot=False)
+    assert result.status is ds.Status.OPTIMIZER_FAILED and result.status is result.fit.status
+    assert result.dataset.attrs["status"] == "failed"
+    with pytest.raises(RuntimeError, match="ended failed: the optimizer failed"):
+        ds.run_config(config, plot=False)
+
+
+def test_an_unfinished_fit_has_the_step_budget_status():
+    data = lv_data()
+    lm = fit(START, data, FREE, steps=0, **KW)
+    assert lm.status is ds.Status.FIT_MAX_STEPS and lm.status == "max_steps" and not lm.ok
+    assert lm.to_dict()["status"] == "max_steps"
+    adam = fit(START, data, FREE, steps=0, optimizer="adam", **ADAM)
+    assert adam.status is ds.Status.COMPLETED and adam.status == "completed" and adam.ok
+
+
+def test_a_checkpoint_of_an_older_format_is_refused(tmp_path):
+    path = tmp_path / "old.ckpt"
+    path.write_bytes(b"DIFSIM-FIT-CHECKPOINT 1\n{}\n")
+    with pytest.raises(ValueError, match="written by an older difsim; delete it"):
+        fit(START, lv_data(), FREE, steps=10, checkpoint=path, **KW)

@@ -12,7 +12,7 @@ import xarray as xr
 
 import difsim as ds
 from difsim._fit._fit import fit
-from difsim._fit._transforms import Positive
+from difsim._fit._transforms import Identity, Positive
 from tests.helpers import scipy_reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,6 +154,21 @@ def test_optimistix_rejects_failed_trial_points():
     assert res.status in ("converged", "diverged"), res.message
     assert 0.59 < res.parameters["k"] < 0.6
     assert np.isfinite(res.loss)
+
+
+def test_a_failed_optimizer_returns_its_own_message():
+    # Gauss–Newton has no trust region: from k = 0.59 its first step lands beyond 0.6,
+    # where the residuals are NaN, and the next linear solve gets non-finite input.
+    free = {"k": Identity()}
+    res = fit(Capped(), CAPPED_DATA, free, optimizer="gauss_newton", rtol=1e-10, atol=1e-10)
+    assert res.status is ds.Status.OPTIMIZER_FAILED and res.status == "failed" and not res.ok
+    index = int(optx.RESULTS.nonfinite_input._value)
+    assert res.message.endswith(optx.RESULTS._index_to_message[index])
+    assert res.num_steps == 2 and res.rejected_steps == 1
+    # The start is kept, with its loss against the data exp(-0.7 t).
+    assert res.parameters["k"] == 0.59
+    expected = 0.5 * np.sum((np.exp(-0.59 * CAPPED_T) - np.exp(-0.7 * CAPPED_T)) ** 2)
+    assert res.loss == pytest.approx(expected, rel=1e-8)
 
 
 def test_failing_initial_guess_is_a_clear_error():

@@ -1,101 +1,239 @@
-"""Per-trajectory status codes: integers that survive `vmap`, netCDF and sweeps."""
+"""One result scheme for every solve: `simulate`, `sweep`, `fit` and `steady_state`.
+
+[`Status`][] is an integer enumeration whose members carry their messages, like diffrax's
+`RESULTS`: the integer survives `vmap`, netCDF and sweep outputs, the message says what
+happened. diffrax's and optimistix's results map into it through explicit tables built
+from their enumerations: every library member has a definite target, and where several
+members share one target the library's own message stays available
+([`library_message`][]).
+"""
 
 import enum
 
 import diffrax as dfx
 import jax.numpy as jnp
 import numpy as np
+import optimistix as optx
 from jaxtyping import Array, Int
 
 
 class Status(enum.IntEnum):
-    """Outcome of one solve. `0` is success; every other value says what went wrong.
+    """Outcome of one solve. `0` is success; every other value says what happened.
 
     The integer is what `Solution.status` holds (one per trajectory under `vmap`) and what
-    netCDF outputs store, with CF `flag_values`/`flag_meanings` attributes.
+    netCDF outputs store, with CF `flag_values`/`flag_meanings` attributes. Members by the
+    solve that gives them:
+
+    - `simulate`, `sweep`: `SUCCESS`, `EVENT`, `MAX_STEPS`, `DT_MIN`, `NONFINITE`,
+      `NONLINEAR_SOLVER`, `LINEAR_SOLVER`, `MAX_REJECTED`, `INTERNAL`.
+    - `fit` (`FitResult.status`): `CONVERGED`, `COMPLETED`, `FIT_MAX_STEPS`, `DIVERGED`,
+      `OPTIMIZER_FAILED`.
+    - `steady_state`: `SUCCESS`, `NEWTON_MAX_STEPS`, `NEWTON_DIVERGED`, `LINEAR_SOLVER`,
+      `NONFINITE`.
+
+    Each member also has a short text (`str(status)`: `"success"`, …, `"converged"`,
+    `"max_steps"`, `"failed"`), and compares equal to it. That text is what the JSON and
+    netCDF outputs of a fit store, and what `FitResult.status` was before it became a
+    `Status`: `result.status == "converged"` keeps its meaning.
     """
 
-    SUCCESS = 0
-    EVENT = 1
-    MAX_STEPS = 2
-    DT_MIN = 3
-    NONFINITE = 4
-    NONLINEAR_SOLVER = 5
-    LINEAR_SOLVER = 6
-    MAX_REJECTED = 7
-    INTERNAL = 8
+    # (integer, text, message). The integers of the first nine are stored in sweep outputs
+    # and never change; new members take the next free integers (the table lookups below
+    # and simulate's error messages index by value, so the values stay contiguous).
+    SUCCESS = 0, "success", "solved successfully"
+    EVENT = 1, "event", "stopped by the terminating event"
+    MAX_STEPS = (
+        2,
+        "max_steps",
+        "the maximum number of steps was reached; raise max_steps, loosen rtol/atol, or "
+        "shorten the time span (a stiff problem wants an implicit solver such as 'kvaerno5')",
+    )
+    DT_MIN = (
+        3,
+        "dt_min",
+        "the step size fell below dtmin; the problem may be stiff (try 'kvaerno5') or the "
+        "solution may blow up",
+    )
+    NONFINITE = (
+        4,
+        "nonfinite",
+        "the state became NaN or infinite; check parameters and the initial state, or "
+        "whether the solution blows up in finite time",
+    )
+    NONLINEAR_SOLVER = (
+        5,
+        "nonlinear_solver",
+        "the implicit solver's nonlinear iteration failed; tighten rtol/atol or reduce the "
+        "initial step dt0",
+    )
+    LINEAR_SOLVER = (
+        6,
+        "linear_solver",
+        "a linear solve inside the implicit solver failed (singular or non-finite Jacobian)",
+    )
+    MAX_REJECTED = 7, "max_rejected", "too many step rejections in a row"
+    INTERNAL = 8, "internal", "an internal error in the ODE solver"
+    CONVERGED = 9, "converged", "the optimizer's tolerance was met"
+    COMPLETED = (
+        10,
+        "completed",
+        "all steps ran (optax optimizers have no convergence test: check that the loss "
+        "history has flattened)",
+    )
+    FIT_MAX_STEPS = (
+        11,
+        "max_steps",
+        "the optimizer ran all its steps without meeting its tolerance; raise steps",
+    )
+    DIVERGED = (
+        12,
+        "diverged",
+        "too many consecutive rejected steps (non-finite loss or failed solves); try a "
+        "smaller learning rate, bounds on the parameters (ds.Bounded) or a better initial "
+        "guess",
+    )
+    OPTIMIZER_FAILED = 13, "failed", "the optimizer failed (its own message says why)"
+    NEWTON_MAX_STEPS = (
+        14,
+        "newton_max_steps",
+        "Newton's method did not converge within max_steps; start from a guess nearer an "
+        "equilibrium (there may be none near it) or raise max_steps",
+    )
+    NEWTON_DIVERGED = (
+        15,
+        "newton_diverged",
+        "Newton's method diverged; start from a guess nearer an equilibrium",
+    )
+
+    def __new__(cls, value: int, text: str, message: str):
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member._text = text
+        member._message = message
+        return member
 
     @property
     def ok(self) -> bool:
-        """Success, or a terminating event that stopped the solve as asked."""
-        return self in (Status.SUCCESS, Status.EVENT)
+        """Success: a solve that succeeded or stopped at its terminating event, a fit that
+        converged or ran all its steps."""
+        return self in (Status.SUCCESS, Status.EVENT, Status.CONVERGED, Status.COMPLETED)
 
     @property
     def message(self) -> str:
         """What happened, and a hint on what to change."""
-        return _MESSAGES[self]
+        return self._message
+
+    @property
+    def text(self) -> str:
+        """The short text (`"converged"`, `"max_steps"`, …) that outputs store."""
+        return self._text
+
+    # Equal to its text as well as to its integer (see the class docstring). The hash
+    # stays the integer's, so members still key dictionaries of codes; the price is that
+    # a member is not a key for its text (no code here looks one up that way).
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return other == self._text
+        return int.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = int.__hash__
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __format__(self, spec: str) -> str:
+        return format(self._text, spec)
 
 
-_MESSAGES = {
-    Status.SUCCESS: "solved successfully",
-    Status.EVENT: "stopped by the terminating event",
-    Status.MAX_STEPS: "the maximum number of steps was reached; raise max_steps, loosen "
-    "rtol/atol, or shorten the time span (a stiff problem wants an implicit solver such "
-    "as 'kvaerno5')",
-    Status.DT_MIN: "the step size fell below dtmin; the problem may be stiff (try "
-    "'kvaerno5') or the solution may blow up",
-    Status.NONFINITE: "the state became NaN or infinite; check parameters and the initial "
-    "state, or whether the solution blows up in finite time",
-    Status.NONLINEAR_SOLVER: "the implicit solver's nonlinear iteration failed; tighten "
-    "rtol/atol or reduce the initial step dt0",
-    Status.LINEAR_SOLVER: "a linear solve inside the implicit solver failed (singular or "
-    "non-finite Jacobian)",
-    Status.MAX_REJECTED: "too many step rejections in a row",
-    Status.INTERNAL: "an internal error in the ODE solver",
+def _members(results) -> dict[str, tuple[int, str]]:
+    """`{name: (index, message)}` of an equinox enumeration (diffrax's or optimistix's
+    `RESULTS`)."""
+    # Equinox enumerations offer no public iteration; `_name_to_item` is their one list of
+    # members (what equinox itself iterates to build their docstrings).
+    return {name: (int(item._value), results[item]) for name, item in results._name_to_item.items()}
+
+
+# Every diffrax outcome, by name, grouped by the advice a user needs. Every member of
+# `diffrax.RESULTS` must be listed (tests/test_status.py checks), so that a new one is a
+# decision here rather than a silent fall into INTERNAL.
+DIFFRAX_TARGETS = {
+    "successful": Status.SUCCESS,
+    "event_occurred": Status.EVENT,
+    "max_steps_reached": Status.MAX_STEPS,
+    "dt_min_reached": Status.DT_MIN,
+    "nonfinite": Status.NONFINITE,
+    "nonlinear_max_steps_reached": Status.NONLINEAR_SOLVER,
+    "nonlinear_divergence": Status.NONLINEAR_SOLVER,
+    "singular": Status.LINEAR_SOLVER,
+    "breakdown": Status.LINEAR_SOLVER,
+    "stagnation": Status.LINEAR_SOLVER,
+    "conlim": Status.LINEAR_SOLVER,
+    "nonfinite_input": Status.LINEAR_SOLVER,
+    "max_steps_rejected": Status.MAX_REJECTED,
+    "internal_error": Status.INTERNAL,
 }
 
-# Every diffrax outcome, grouped by the advice a user needs. Listed explicitly so a new
-# diffrax outcome maps to INTERNAL rather than silently to SUCCESS.
-_FROM_DIFFRAX = (
-    ("successful", Status.SUCCESS),
-    ("event_occurred", Status.EVENT),
-    ("max_steps_reached", Status.MAX_STEPS),
-    ("dt_min_reached", Status.DT_MIN),
-    ("nonfinite", Status.NONFINITE),
-    ("nonlinear_max_steps_reached", Status.NONLINEAR_SOLVER),
-    ("nonlinear_divergence", Status.NONLINEAR_SOLVER),
-    ("singular", Status.LINEAR_SOLVER),
-    ("breakdown", Status.LINEAR_SOLVER),
-    ("stagnation", Status.LINEAR_SOLVER),
-    ("conlim", Status.LINEAR_SOLVER),
-    ("nonfinite_input", Status.LINEAR_SOLVER),
-    ("max_steps_rejected", Status.MAX_REJECTED),
-)
+# Every optimistix outcome of a root find (`steady_state`), likewise complete. In a fit,
+# any optimistix failure is OPTIMIZER_FAILED, and `FitResult.message` quotes optimistix.
+OPTIMISTIX_TARGETS = {
+    "successful": Status.SUCCESS,
+    "max_steps_reached": Status.NEWTON_MAX_STEPS,
+    "nonlinear_max_steps_reached": Status.NEWTON_MAX_STEPS,
+    "nonlinear_divergence": Status.NEWTON_DIVERGED,
+    "singular": Status.LINEAR_SOLVER,
+    "breakdown": Status.LINEAR_SOLVER,
+    "stagnation": Status.LINEAR_SOLVER,
+    "conlim": Status.LINEAR_SOLVER,
+    "nonfinite_input": Status.NONFINITE,
+    "nonfinite": Status.NONFINITE,
+}
 
 
-def _diffrax_table() -> np.ndarray:
-    # diffrax's RESULTS index → Status, built once. Unlisted indices stay INTERNAL; the
-    # table is padded with INTERNAL so a clipped lookup of any future index lands there.
-    pairs = [
-        (int(getattr(dfx.RESULTS, name)._value), int(status))
-        for name, status in _FROM_DIFFRAX
-        if hasattr(dfx.RESULTS, name)
-    ]
-    table = np.full(max(i for i, _ in pairs) + 2, int(Status.INTERNAL), dtype=np.int32)
-    for index, code in pairs:
-        table[index] = code
+def _table(results, targets: dict[str, Status]) -> np.ndarray:
+    # Library index → Status, built once. Padded with INTERNAL (also the target of a
+    # member missing from `targets`) so that a clipped lookup of any index lands there.
+    members = _members(results)
+    table = np.full(max(i for i, _ in members.values()) + 2, int(Status.INTERNAL), np.int32)
+    for name, (index, _) in members.items():
+        table[index] = int(targets.get(name, Status.INTERNAL))
     return table
 
 
-_TABLE = _diffrax_table()
+_DIFFRAX_TABLE = _table(dfx.RESULTS, DIFFRAX_TARGETS)
+_OPTIMISTIX_TABLE = _table(optx.RESULTS, OPTIMISTIX_TARGETS)
 
 
-def status_from_result(result: dfx.RESULTS) -> Int[Array, ""]:
+def status_from_result(result: dfx.RESULTS) -> Int[Array, "*batch"]:
     """Map a diffrax `RESULTS` value (possibly batched) to a [`Status`][] integer array."""
     # One gather from a constant table: a chain of `jnp.where`s per outcome would be
     # duplicated by XLA into every output masked by the status (see docs/benchmarks.md).
     # mode="clip", not "fill": no per-element bounds predicate (the padding covers it).
-    return jnp.take(jnp.asarray(_TABLE), result._value, mode="clip")
+    return jnp.take(jnp.asarray(_DIFFRAX_TABLE), result._value, mode="clip")
+
+
+def status_from_optimistix(result: optx.RESULTS) -> Int[Array, "*batch"]:
+    """Map an optimistix `RESULTS` value of a root find (possibly batched) to a
+    [`Status`][] integer array."""
+    return jnp.take(jnp.asarray(_OPTIMISTIX_TABLE), result._value, mode="clip")
+
+
+def optimistix_status(index: int) -> Status:
+    """The [`Status`][] of optimistix outcome `index` of a root find (on the host; see
+    [`status_from_optimistix`][] for arrays)."""
+    return Status(int(_OPTIMISTIX_TABLE[min(index, _OPTIMISTIX_TABLE.shape[0] - 1)]))
+
+
+def library_message(results, index: int) -> str:
+    """The library's own message for outcome `index` of `results` (`diffrax.RESULTS` or
+    `optimistix.RESULTS`): what a [`Status`][] shared by several outcomes leaves out."""
+    for i, message in _members(results).values():
+        if i == index:
+            return message
+    return f"unknown {results.__module__}.{results.__qualname__} outcome {index}"
 
 
 def flag_attrs() -> dict[str, object]:

@@ -27,7 +27,8 @@ class RunResult:
     **Fields:** `dataset` (the labelled result; `attrs["config"]` holds the complete config
     as TOML), `output` and `plot` (paths written, or `None`), `wall_time` (seconds spent in
     `simulate` or `sweep`, including JIT compilation), `status` (a [`Status`][]; for a
-    sweep, `SUCCESS` unless no trajectory succeeded), `report` (a sweep's `SweepReport`).
+    sweep, `SUCCESS` unless no trajectory succeeded; for a fit, the fit's own), `report`
+    (a sweep's `SweepReport`).
     """
 
     dataset: xr.Dataset
@@ -155,10 +156,9 @@ def _execute_fit(
             png_path = None
         if png_path is not None:
             atomic_write(png_path, lambda p: result.plot(p))
-    status = Status.SUCCESS
-    if not result.ok:
-        status = Status.MAX_STEPS if result.status == "max_steps" else Status.NONFINITE
-    return RunResult(dataset, nc_path, png_path, wall, status, fit=result)
+    # The fit's own Status (CONVERGED, DIVERGED, OPTIMIZER_FAILED, ...): one scheme, so
+    # nothing is lost translating it.
+    return RunResult(dataset, nc_path, png_path, wall, result.status, fit=result)
 
 
 def run_config(

@@ -10,14 +10,17 @@ no backpropagation through the Newton iterations.
 from collections.abc import Mapping
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optimistix as optx
+from jaxtyping import Array, Int
 
 from difsim._core._custom_types import RealScalarLike
 from difsim._core._model import Model
 from difsim._core._state import State
 from difsim._core._vector_field import Layout, VectorField, check_rhs
+from difsim._status import Status, library_message, optimistix_status, status_from_optimistix
 
 
 def steady_state(
@@ -44,10 +47,44 @@ def steady_state(
       (the rest from the model's initial state). Default: the model's initial state.
     - `rtol`, `atol`: tolerances on the state for the Newton iteration.
     - `max_steps`: most Newton iterations.
-    - `throw`: if `True`, a failure to converge raises an error; if `False` the returned
-      values are NaN instead (what a fit uses: the step is then rejected).
+    - `throw`: if `True`, a failure to converge raises an error naming its [`Status`][]
+      and quoting optimistix; if `False` the returned values are NaN instead (what a fit
+      uses: the step is then rejected).
 
     **Returns:** a [`State`][] with the same variables (and metadata) as the model's.
+    """
+    state, status, result = solve_steady_state(
+        model, guess, t=t, rtol=rtol, atol=atol, max_steps=max_steps
+    )
+    if throw:
+        name = type(model).__name__
+        # One message per optimistix outcome, indexed by its own index: the Status and
+        # optimistix's own words, so the error loses nothing of the library's.
+        messages = []
+        for index in range(len(optx.RESULTS)):
+            s = optimistix_status(index)
+            quote = library_message(optx.RESULTS, index)
+            messages.append(f"steady_state({name}) failed [{s.name}]: {s.message} ({quote})")
+        values = eqx.branched_error_if(state.values, status != Status.SUCCESS, result, messages)
+        state = State.from_info(state.info, values)
+    return state
+
+
+def solve_steady_state(
+    model: Model,
+    guess: State | Mapping[str, Any] | None = None,
+    *,
+    t: RealScalarLike = 0.0,
+    rtol: float = 1e-10,
+    atol: float = 1e-10,
+    max_steps: int = 256,
+) -> tuple[State, Int[Array, ""], Int[Array, ""]]:
+    """[`steady_state`][] that never raises, and says how it went.
+
+    **Returns:** `(state, status, result)`: the steady state (NaN where the solve failed),
+    its [`Status`][] code (`SUCCESS`, `NEWTON_MAX_STEPS`, `NEWTON_DIVERGED`,
+    `LINEAR_SOLVER` or `NONFINITE`) and optimistix's own result index (for
+    `library_message`). Each of shape `()`, or batched under `vmap`.
     """
     if not isinstance(model, Model):
         raise TypeError(f"steady_state expects a difsim.Model instance, got {type(model).__name__}")
@@ -71,10 +108,13 @@ def steady_state(
         args=model,
         max_steps=max_steps,
         adjoint=optx.ImplicitAdjoint(),
-        throw=throw,
+        throw=False,
     )
-    y = sol.value
-    if not throw:
-        ok = sol.result == optx.RESULTS.successful
-        y = jax.tree.map(lambda v: jnp.where(ok, v, jnp.nan), y)
-    return layout.view(y)
+    # A "successful" iteration can still end on a non-finite state (a NaN right-hand side
+    # that passes the convergence test): call it what it is, as simulate does.
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree.leaves(sol.value)]))
+    result = optx.RESULTS.where(finite, sol.result, optx.RESULTS.nonfinite)
+    status = status_from_optimistix(result)
+    ok = status == Status.SUCCESS
+    y = jax.tree.map(lambda v: jnp.where(ok, v, jnp.nan), sol.value)
+    return layout.view(y), status, result._value

@@ -6,12 +6,12 @@ from difsim._fit._data import (
     NOISE_MODELS as NOISE_MODELS,
     read_data as read_data,
 )
-from difsim._fit._fit import (
-    fit as fit,
-)
-from difsim._fit._loop import (
+from difsim._fit._drivers import (
     ADJOINTS as ADJOINTS,
     OPTIMIZERS as OPTIMIZERS,
+)
+from difsim._fit._fit import (
+    fit as fit,
 )
 from difsim._fit._result import (
     FitResult as FitResult,

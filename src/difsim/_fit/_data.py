@@ -258,33 +258,54 @@ def fit_data(
     if noise not in NOISE_MODELS:
         raise ValueError(f"unknown noise model {noise!r}; choose one of {', '.join(NOISE_MODELS)}")
     names = tuple(name for name, _ in pairs)
-    n = coord_values.shape[0]
-    values = np.empty((n, len(names)))
-    for j, name in enumerate(names):
-        da = dataset[name]
-        if da.ndim != 1:
-            raise ValueError(
-                f"data variable {name!r} has dimensions {da.dims}; only {coord!r} is allowed"
-            )
-        try:
-            column = np.asarray(da.values, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"data variable {name!r} is not numeric") from None
-        if np.any(np.isinf(column)):
-            raise ValueError(f"data variable {name!r} holds an infinite value")
-        if np.all(np.isnan(column)):
-            raise ValueError(f"data variable {name!r} has no values (all NaN)")
-        if noise == "lognormal":
-            bad = np.flatnonzero(~np.isnan(column) & ~(column > 0))
-            if bad.size:
-                i = int(bad[0])
-                raise ValueError(
-                    f"noise='lognormal' needs positive data, but {name!r} is {column[i]:g} at "
-                    f"{coord} = {coord_values[i]:g}; use noise='gaussian' or mask it with NaN"
-                )
-        values[:, j] = column
+    columns = [_column(dataset, name, coord, coord_values, noise) for name in names]
+    values = np.stack(columns, axis=1)
     mask = ~np.isnan(values)
-    w = np.ones_like(values)
+    w = np.where(mask, _weights(names, coord_values.shape[0], weights, sigma), 0.0)
+    if not np.any(w > 0):
+        raise ValueError("the data are empty: no observed value has a positive weight")
+    units = tuple(dataset[name].attrs.get("units") for name in names)
+    return FitData(
+        times=jnp.asarray(coord_values, dtype),
+        values=jnp.asarray(np.where(mask, values, 1.0), dtype),
+        mask=jnp.asarray(mask),
+        weights=jnp.asarray(w, dtype),
+        names=names,
+        targets=tuple(target for _, target in pairs),
+        coord=coord,
+        units=units,
+    )
+
+
+def _column(dataset: xr.Dataset, name: str, coord: str, coord_values, noise: str) -> np.ndarray:
+    """Data variable `name` as float64 `(n,)`, checked (NaN marks a missing value)."""
+    da = dataset[name]
+    if da.ndim != 1:
+        raise ValueError(
+            f"data variable {name!r} has dimensions {da.dims}; only {coord!r} is allowed"
+        )
+    try:
+        column = np.asarray(da.values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"data variable {name!r} is not numeric") from None
+    if np.any(np.isinf(column)):
+        raise ValueError(f"data variable {name!r} holds an infinite value")
+    if np.all(np.isnan(column)):
+        raise ValueError(f"data variable {name!r} has no values (all NaN)")
+    if noise == "lognormal":
+        bad = np.flatnonzero(~np.isnan(column) & ~(column > 0))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(
+                f"noise='lognormal' needs positive data, but {name!r} is {column[i]:g} at "
+                f"{coord} = {coord_values[i]:g}; use noise='gaussian' or mask it with NaN"
+            )
+    return column
+
+
+def _weights(names: tuple[str, ...], n: int, weights, sigma) -> np.ndarray:
+    """Residual weights `(n, k)` from the `weights` and `sigma` options (weight `1/sigma`)."""
+    w = np.ones((n, len(names)))
     for option, table in (("weights", weights), ("sigma", sigma)):
         for name, value in (table or {}).items():
             if name not in names:
@@ -307,20 +328,7 @@ def fit_data(
     if weights and sigma and set(weights) & set(sigma):
         both = sorted(set(weights) & set(sigma))[0]
         raise ValueError(f"give weights or sigma for {both!r}, not both (weight = 1/sigma)")
-    w = np.where(mask, w, 0.0)
-    if not np.any(w > 0):
-        raise ValueError("the data are empty: no observed value has a positive weight")
-    units = tuple(dataset[name].attrs.get("units") for name in names)
-    return FitData(
-        times=jnp.asarray(coord_values, dtype),
-        values=jnp.asarray(np.where(mask, values, 1.0), dtype),
-        mask=jnp.asarray(mask),
-        weights=jnp.asarray(w, dtype),
-        names=names,
-        targets=tuple(target for _, target in pairs),
-        coord=coord,
-        units=units,
-    )
+    return w
 
 
 # ---------------------------------------------------------------- the observation model

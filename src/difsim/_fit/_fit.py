@@ -16,17 +16,9 @@ from difsim._fit._data import (
     read_data,
     residuals,
 )
-from difsim._fit._loop import (
-    ADJOINTS,
-    CONVERGED,
-    DIVERGED,
-    FAILED,
-    OptimistixDriver,
-    make_driver,
-    result_message,
-    run,
-)
-from difsim._fit._result import FitResult, gauss_newton_covariance, predict
+from difsim._fit._drivers import ADJOINTS, OptimistixDriver, make_driver
+from difsim._fit._loop import run
+from difsim._fit._result import FitResult, make_result, predict
 from difsim._fit._shooting import (
     MultipleShooting,
     MultipleShootingProblem,
@@ -121,68 +113,29 @@ def fit(
     """
     if not isinstance(model, Model):
         raise TypeError(f"fit expects a difsim.Model instance, got {type(model).__name__}")
-    cls = type(model).__name__
     dataset, coord = read_data(
         data, time if time is not None or control is None else _control_dim(data, control)
     )
     transforms = _free_transforms(model, free, control)
-    names = tuple(transforms)
     x0 = _initial_values(model, transforms)
     coords = coordinate_values(dataset, coord, increasing=control is None)
-    if control is None:
-        t0 = float(coords[0]) if t0 is None else float(t0)
-        if coords[0] < t0:
-            raise ValueError(
-                f"time {coords[0]:g} of the data lies before t0 = {t0:g}, outside the "
-                f"integration span [{t0:g}, {coords[-1]:g}] of {cls}"
-            )
-    elif t0 is not None:
-        raise ValueError("t0 has no meaning in a steady-state fit (control=...)")
+    t0 = _start_time(type(model).__name__, coords, t0, control)
     dtype = Layout.of(model.initial_state()).dtype
     pairs = observation_map(dataset, coord, model, observe)
     fdata = fit_data(
         dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma, dtype=dtype
     )
-    driver = make_driver(optimizer, learning_rate=learning_rate, tol=tol, adjoint="checkpoint")
-    if adjoint is None:
-        lsq = isinstance(driver, OptimistixDriver) and driver.least_squares
-        adjoint = "forward" if lsq and len(names) <= np.prod(fdata.values.shape) else "checkpoint"
-    if adjoint not in ADJOINTS:
-        raise ValueError(
-            f"unknown adjoint {adjoint!r} for fit; choose one of {', '.join(ADJOINTS)}"
-        )
-    driver = make_driver(optimizer, learning_rate=learning_rate, tol=tol, adjoint=adjoint)
-    default_steps = 256 if isinstance(driver, OptimistixDriver) else 1000
-    steps = default_steps if steps is None else steps
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
+    driver, steps = _driver(optimizer, learning_rate, tol, adjoint, steps, len(transforms), fdata)
     starts = None if multistart is None else _multistart_spec(multistart)
-    if control is not None:
-        if multiple_shooting is not None:
-            raise ValueError("multiple_shooting does not apply to a steady-state fit (control=...)")
-        # Newton's tolerances, not the ODE's: a root is cheap to get to full precision.
-        problem = SteadyStateProblem(
-            model, names, tuple(transforms.values()), fdata, noise, control, 1e-10, 1e-10, 256
-        )
-        extra = np.zeros(0)
-    else:
-        sim = SimOptions(solver, rtol, atol, max_steps, adjoint)
-        if multiple_shooting is None:
-            problem = single_shooting(model, names, transforms.values(), fdata, noise, sim, t0)
-            extra = np.zeros(0)
-        else:
-            spec = multiple_shooting
-            if not isinstance(spec, MultipleShooting):
-                spec = MultipleShooting(spec)
-            guess = _guess_trajectory(model, sim, t0, coords, fdata)
-            problem, extra = make_multiple_shooting(
-                spec, model, names, transforms.values(), transforms, fdata, noise, sim, t0, guess
-            )
-    all_transforms = problem.all_transforms()
+    sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint)
+    problem, extra = _problem(
+        model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords
+    )
     x_all = np.concatenate([x0, extra])
-    u0 = jnp.asarray(np.array([float(t.inverse(x)) for t, x in zip(all_transforms, x_all)]), dtype)
+    u0 = [float(t.inverse(x)) for t, x in zip(problem.all_transforms(), x_all)]
+    u0 = jnp.asarray(np.array(u0), dtype)
     _check_initial(problem, u0, model)
-    if multistart is not None:
+    if starts is not None:
         u0 = _starts(u0, *starts)
     carry, history = run(
         driver,
@@ -193,7 +146,65 @@ def fit(
         checkpoint=checkpoint,
         progress=progress,
     )
-    return _result(problem, driver, carry, history, names, transforms, u0.ndim == 2)
+    return make_result(problem, driver, carry, history, transforms, u0.ndim == 2)
+
+
+def _start_time(cls: str, coords: np.ndarray, t0: float | None, control: str | None):
+    """The time of the model's initial state (`None` in a steady-state fit), checked."""
+    if control is not None:
+        if t0 is not None:
+            raise ValueError("t0 has no meaning in a steady-state fit (control=...)")
+        return None
+    t0 = float(coords[0]) if t0 is None else float(t0)
+    if coords[0] < t0:
+        raise ValueError(
+            f"time {coords[0]:g} of the data lies before t0 = {t0:g}, outside the "
+            f"integration span [{t0:g}, {coords[-1]:g}] of {cls}"
+        )
+    return t0
+
+
+def _driver(optimizer, learning_rate, tol, adjoint, steps, num_free: int, fdata):
+    """The optimizer's driver, its adjoint resolved, and the number of steps."""
+    driver = make_driver(optimizer, learning_rate=learning_rate, tol=tol, adjoint="checkpoint")
+    if adjoint is None:
+        lsq = isinstance(driver, OptimistixDriver) and driver.least_squares
+        # Forward mode when the Jacobian has fewer columns (free variables) than rows.
+        adjoint = "forward" if lsq and num_free <= np.prod(fdata.values.shape) else "checkpoint"
+    if adjoint not in ADJOINTS:
+        raise ValueError(
+            f"unknown adjoint {adjoint!r} for fit; choose one of {', '.join(ADJOINTS)}"
+        )
+    driver = make_driver(optimizer, learning_rate=learning_rate, tol=tol, adjoint=adjoint)
+    default_steps = 256 if isinstance(driver, OptimistixDriver) else 1000
+    steps = default_steps if steps is None else steps
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
+    return driver, steps
+
+
+def _problem(model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords):
+    """The fit problem, and the initial values (natural units) of its extra free
+    variables (segment states in multiple shooting)."""
+    names = tuple(transforms)
+    if control is not None:
+        if multiple_shooting is not None:
+            raise ValueError("multiple_shooting does not apply to a steady-state fit (control=...)")
+        # Newton's tolerances, not the ODE's: a root is cheap to get to full precision.
+        problem = SteadyStateProblem(
+            model, names, tuple(transforms.values()), fdata, noise, control, 1e-10, 1e-10, 256
+        )
+        return problem, np.zeros(0)
+    if multiple_shooting is None:
+        problem = single_shooting(model, names, transforms.values(), fdata, noise, sim, t0)
+        return problem, np.zeros(0)
+    spec = multiple_shooting
+    if not isinstance(spec, MultipleShooting):
+        spec = MultipleShooting(spec)
+    guess = _guess_trajectory(model, sim, t0, coords, fdata)
+    return make_multiple_shooting(
+        spec, model, names, transforms.values(), transforms, fdata, noise, sim, t0, guess
+    )
 
 
 def _control_dim(data, control: str) -> str | None:
@@ -336,61 +347,3 @@ def _starts(u0, n: int, key, scale: float) -> jax.Array:
     noise = jax.random.normal(key, (n - 1, u0.shape[0]), u0.dtype)
     spread = scale * jnp.maximum(jnp.abs(u0), 1.0)
     return jnp.concatenate([u0[None], u0[None] + spread[None] * noise])
-
-
-def _result(problem, driver, carry, history, names, transforms, batched) -> FitResult:
-    best_loss = np.asarray(carry.best_loss)
-    if batched:
-        ranked = np.where(np.isfinite(best_loss), best_loss, np.inf)
-        best = int(np.argmin(ranked))
-        pick = lambda x: np.asarray(x)[best]  # noqa: E731
-        hist = history[:, best] if history.size else history.reshape(0, 3)
-    else:
-        best, pick, hist = None, np.asarray, history
-    code, result = int(pick(carry.code)), int(pick(carry.result))
-    steps, fails = int(pick(carry.step)), int(pick(carry.fails))
-    hist = hist[:steps]  # a start that finished early holds (NaN rows) while others run
-    loss = float(pick(carry.best_loss))
-    u = pick(carry.best_u) if np.isfinite(loss) else pick(carry.u)
-    u = jnp.asarray(u)
-    status = {CONVERGED: "converged", DIVERGED: "diverged", FAILED: "failed"}.get(code)
-    if status is None:
-        status = "max_steps" if driver.has_convergence_test else "completed"
-    message = result_message(code, result, steps, driver, fails)
-    q = len(names)
-    if np.isfinite(loss):
-        cov, _, sigma2, dof = gauss_newton_covariance(problem, u)
-    else:
-        p = u.shape[0]
-        cov, sigma2, dof = np.full((p, p), np.nan), float("nan"), 0
-    cov = cov[:q, :q]
-    values = np.asarray(problem.natural(u))[:q]
-    stderr = np.sqrt(np.where(np.diag(cov) >= 0, np.diag(cov), np.nan))
-    start_losses = start_parameters = None
-    if batched:
-        start_losses = best_loss
-        nat = np.asarray(jax.vmap(problem.natural)(jnp.asarray(carry.best_u)))
-        start_parameters = {name: nat[:, i] for i, name in enumerate(names)}
-    return FitResult(
-        model=problem.model_from(u),
-        parameters={n: float(v) for n, v in zip(names, values)},
-        stderr={n: float(s) for n, s in zip(names, stderr)},
-        covariance=cov,
-        loss=loss,
-        sigma2=float(sigma2),
-        dof=int(dof),
-        loss_history=np.asarray(hist[:, 0]) if len(hist) else np.zeros(0),
-        grad_norm_history=np.asarray(hist[:, 1]) if len(hist) else np.zeros(0),
-        status=status,
-        message=message,
-        num_steps=steps,
-        rejected_steps=int(np.sum(hist[:, 2] == 0)) if len(hist) else 0,
-        names=names,
-        transforms=tuple(t.describe() for t in transforms.values()),
-        optimizer=driver.name,
-        start_losses=start_losses,
-        start_parameters=start_parameters,
-        best_start=best,
-        problem=problem,
-        u=np.asarray(u),
-    )

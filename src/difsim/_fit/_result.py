@@ -21,9 +21,11 @@ import xarray as xr
 from jaxtyping import Array, Float
 
 from difsim._core import Model
-from difsim._fit._loop import forward_jacobian
+from difsim._fit._drivers import AbstractDriver, forward_jacobian
+from difsim._fit._loop import Carry, result_message
 from difsim._fit._shooting import AbstractProblem
 from difsim._io import atomic_write, atomic_write_text, difsim_version
+from difsim._status import Status
 
 
 def gauss_newton_covariance(
@@ -76,8 +78,11 @@ class FitResult(eqx.Module):
     - `loss`: $\\tfrac12\\sum r_i^2$ at the optimum; `sigma2`: residual variance
       $\\sum r_i^2/(n-p)$; `dof`: $n - p$.
     - `loss_history`, `grad_norm_history`: per step (of the best start), `(steps,)`.
-    - `status`: `"converged"`, `"completed"` (all steps run; optax has no convergence
-      test), `"max_steps"`, `"diverged"` or `"failed"`; `message`: what happened.
+    - `status`: a [`Status`][]: `CONVERGED`, `COMPLETED` (all steps run; optax has no
+      convergence test), `FIT_MAX_STEPS`, `DIVERGED` or `OPTIMIZER_FAILED`. It prints as,
+      and compares equal to, the text the outputs store: `"converged"`, `"completed"`,
+      `"max_steps"`, `"diverged"`, `"failed"`. `message`: what happened (for a failed
+      optimizer, in the optimizer's own words).
     - `num_steps`: steps taken by the best start; `rejected_steps`: how many of them were
       rejected (non-finite loss or failed solve; for optimistix also trust-region or
       line-search rejections).
@@ -94,7 +99,7 @@ class FitResult(eqx.Module):
     dof: int
     loss_history: np.ndarray
     grad_norm_history: np.ndarray
-    status: str
+    status: Status
     message: str
     num_steps: int
     rejected_steps: int
@@ -110,7 +115,7 @@ class FitResult(eqx.Module):
     @property
     def ok(self) -> bool:
         """Whether the fit ended normally (converged or ran all its steps)."""
-        return self.status in ("converged", "completed")
+        return self.status.ok
 
     @property
     def data(self):
@@ -131,7 +136,7 @@ class FitResult(eqx.Module):
             rel = f"{abs(se / value):.2%}" if value != 0 and np.isfinite(se) else "n/a"
             rows.append((name, f"{value:.6g}", f"{se:.3g}", rel, transform))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = [f"Fit of {type(self.model).__name__} ({self.optimizer}): {self.status}"]
+        lines = [f"Fit of {type(self.model).__name__} ({self.optimizer}): {self.status.text}"]
         lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
         obs = self.problem.data.num_observations
         lines.append(
@@ -174,7 +179,7 @@ class FitResult(eqx.Module):
         attrs = dict(
             model=type(self.model).__name__,
             optimizer=self.optimizer,
-            status=self.status,
+            status=self.status.text,
             message=self.message,
             loss=self.loss,
             sigma2=self.sigma2,
@@ -195,7 +200,7 @@ class FitResult(eqx.Module):
         return dict(
             model=type(self.model).__name__,
             optimizer=self.optimizer,
-            status=self.status,
+            status=self.status.text,
             message=self.message,
             parameters=dict(self.parameters),
             stderr=dict(self.stderr),
@@ -263,12 +268,79 @@ class FitResult(eqx.Module):
         ax.semilogy(np.flatnonzero(finite), self.loss_history[finite], lw=1.2)
         ax.set_xlabel("step")
         ax.set_ylabel("loss")
-        fig.suptitle(f"{type(self.model).__name__} fit ({self.optimizer}): {self.status}")
+        fig.suptitle(f"{type(self.model).__name__} fit ({self.optimizer}): {self.status.text}")
         fig.tight_layout()
         if path is not None:
             atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100))
             return None
         return fig
+
+
+def make_result(
+    problem: AbstractProblem,
+    driver: AbstractDriver,
+    carry: Carry,
+    history: np.ndarray,
+    transforms: dict[str, Any],
+    batched: bool,
+) -> FitResult:
+    """The [`FitResult`][] of a finished loop (of its best start, under a multistart):
+    `transforms` maps the user's free variables to theirs, `history` is the loop's."""
+    best, pick, hist = _best_start(carry, history, batched)
+    status = Status(int(pick(carry.code)))
+    steps, fails = int(pick(carry.step)), int(pick(carry.fails))
+    hist = hist[:steps]  # a start that finished early holds (NaN rows) while others run
+    loss = float(pick(carry.best_loss))
+    u = jnp.asarray(pick(carry.best_u) if np.isfinite(loss) else pick(carry.u))
+    names = tuple(transforms)
+    q = len(names)
+    if np.isfinite(loss):
+        cov, _, sigma2, dof = gauss_newton_covariance(problem, u)
+    else:
+        p = u.shape[0]
+        cov, sigma2, dof = np.full((p, p), np.nan), float("nan"), 0
+    cov = cov[:q, :q]
+    values = np.asarray(problem.natural(u))[:q]
+    stderr = np.sqrt(np.where(np.diag(cov) >= 0, np.diag(cov), np.nan))
+    start_losses = start_parameters = None
+    if batched:
+        start_losses = np.asarray(carry.best_loss)
+        nat = np.asarray(jax.vmap(problem.natural)(jnp.asarray(carry.best_u)))
+        start_parameters = {name: nat[:, i] for i, name in enumerate(names)}
+    return FitResult(
+        model=problem.model_from(u),
+        parameters={n: float(v) for n, v in zip(names, values)},
+        stderr={n: float(s) for n, s in zip(names, stderr)},
+        covariance=cov,
+        loss=loss,
+        sigma2=float(sigma2),
+        dof=int(dof),
+        loss_history=np.asarray(hist[:, 0]) if len(hist) else np.zeros(0),
+        grad_norm_history=np.asarray(hist[:, 1]) if len(hist) else np.zeros(0),
+        status=status,
+        message=result_message(status, int(pick(carry.result)), steps, driver, fails),
+        num_steps=steps,
+        rejected_steps=int(np.sum(hist[:, 2] == 0)) if len(hist) else 0,
+        names=names,
+        transforms=tuple(t.describe() for t in transforms.values()),
+        optimizer=driver.name,
+        start_losses=start_losses,
+        start_parameters=start_parameters,
+        best_start=best,
+        problem=problem,
+        u=np.asarray(u),
+    )
+
+
+def _best_start(carry: Carry, history: np.ndarray, batched: bool):
+    """`(index, pick, history)` of the start with the lowest finite loss: `pick` selects
+    its entry of a carry field (index `None` and `pick` the identity without multistart)."""
+    if not batched:
+        return None, np.asarray, history
+    best_loss = np.asarray(carry.best_loss)
+    best = int(np.argmin(np.where(np.isfinite(best_loss), best_loss, np.inf)))
+    hist = history[:, best] if history.size else history.reshape(0, 3)
+    return best, lambda x: np.asarray(x)[best], hist
 
 
 def predict(problem: AbstractProblem, model: Model, coords) -> np.ndarray:

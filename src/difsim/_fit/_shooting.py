@@ -272,6 +272,41 @@ def _pad(times: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
     return padded, np.array([i for i, (_, real) in enumerate(points) if real])
 
 
+def _segments(grid: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut the solve grid `(N,)` at `bounds` (`S + 1` grid indices) into `S` segments.
+
+    **Returns:** `(seg_times, owner, position)`: each segment's times padded to one length
+    `(S, L)`, and for every grid point the segment that owns it and its index there, `(N,)`.
+    """
+    S, N = bounds.shape[0] - 1, grid.shape[0]
+    length = int(np.max(np.diff(bounds))) + 1
+    seg_times, owner, position = [], np.zeros(N, int), np.zeros(N, int)
+    for j in range(S):
+        idx = np.arange(bounds[j], bounds[j + 1] + 1)
+        padded, where = _pad(grid[idx], length)
+        seg_times.append(padded)
+        own = idx if j == S - 1 else idx[:-1]  # a boundary point belongs to the later segment
+        owner[own] = j
+        position[own] = where[: len(own)]
+    return np.stack(seg_times), owner, position
+
+
+def _segment_starts(names, bounds, data: FitData, guess, offset: int) -> np.ndarray:
+    """Initial states `(S - 1, v)` of segments 1, 2, …: the data where a state variable is
+    observed directly there, else the guess trajectory. `offset`: grid index of the first
+    data point (1 when `t0` is prepended)."""
+    values, mask = np.asarray(data.values), np.asarray(data.mask)
+    starts = np.zeros((bounds.shape[0] - 2, len(names)))
+    for j in range(1, bounds.shape[0] - 1):
+        i = bounds[j]
+        for k, v in enumerate(names):
+            starts[j - 1, k] = guess[v][i]
+            for col, target in enumerate(data.targets):
+                if target == v and mask[i - offset, col]:
+                    starts[j - 1, k] = values[i - offset, col]
+    return starts
+
+
 def multiple_shooting(
     spec: MultipleShooting,
     model: Model,
@@ -301,25 +336,8 @@ def multiple_shooting(
         if jnp.ndim(state[v]) != 0:
             raise ValueError(f"multiple shooting needs scalar state variables; {v!r} is not")
     bounds = np.round(np.linspace(0, N - 1, S + 1)).astype(int)
-    length = int(np.max(np.diff(bounds))) + 1
-    seg_times, owner, position = [], np.zeros(N, int), np.zeros(N, int)
-    for j in range(S):
-        idx = np.arange(bounds[j], bounds[j + 1] + 1)
-        padded, where = _pad(grid[idx], length)
-        seg_times.append(padded)
-        own = idx if j == S - 1 else idx[:-1]  # a boundary point belongs to the later segment
-        owner[own] = j
-        position[own] = where[: len(own)]
-    offset = 1 if prepend else 0
-    values, mask = np.asarray(data.values), np.asarray(data.mask)
-    starts = np.zeros((S - 1, len(names)))
-    for j in range(1, S):
-        i = bounds[j]
-        for k, v in enumerate(names):
-            starts[j - 1, k] = guess[v][i]
-            for col, target in enumerate(data.targets):
-                if target == v and mask[i - offset, col]:
-                    starts[j - 1, k] = values[i - offset, col]
+    seg_times, owner, position = _segments(grid, bounds)
+    starts = _segment_starts(names, bounds, data, guess, 1 if prepend else 0)
     if not np.all(np.isfinite(starts)):
         raise ValueError(
             "multiple shooting: the initial guess fails to solve and the data cannot give "
@@ -345,7 +363,7 @@ def multiple_shooting(
         sim,
         jnp.asarray(t0, dtype),
         prepend,
-        jnp.asarray(np.stack(seg_times), dtype),
+        jnp.asarray(seg_times, dtype),
         tuple(owner.tolist()),
         tuple(position.tolist()),
         names,
