@@ -2,6 +2,7 @@
 
 from typing import ClassVar
 
+import diffrax as dfx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -227,3 +228,15 @@ def test_batched_save_times_that_differ_are_kept_per_trajectory():
     np.testing.assert_allclose(
         data["time"][:, 0], np.sqrt(2 * np.asarray(heights) / 9.81), rtol=1e-8
     )
+
+
+def test_a_failed_solution_keeps_diffrax_outcome_and_words():
+    # Several diffrax outcomes share one Status: the solution keeps diffrax's own index, and
+    # its message quotes diffrax's text (read from diffrax's table, the independent reference).
+    sol = ds.simulate(ds.models.Lorenz(), t0=0.0, t1=10.0, save="final", max_steps=5, throw=False)
+    assert int(sol.status) == ds.Status.MAX_STEPS
+    assert int(sol.result) == dfx.RESULTS.max_steps_reached._value
+    own = dfx.RESULTS._index_to_message[int(sol.result)]
+    assert sol.message().startswith(ds.Status.MAX_STEPS.message) and own in sol.message()
+    ok = ds.simulate(ds.models.Lorenz(), t0=0.0, t1=0.1, save="final", throw=False)
+    assert int(ok.result) == 0 and ok.message() == ds.Status.SUCCESS.message

@@ -80,4 +80,3 @@ try:
     __version__ = importlib.metadata.version("difsim")
 except importlib.metadata.PackageNotFoundError:  # a source tree, not installed
     __version__ = "0+unknown"
-

@@ -37,6 +37,7 @@ from difsim._core._state import (
     VarInfo as VarInfo,
 )
 from difsim._core._steady import (
+    solve_steady_state as solve_steady_state,
     steady_state as steady_state,
 )
 from difsim._core._vector_field import (

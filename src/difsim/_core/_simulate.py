@@ -257,6 +257,7 @@ def _solve(
         model=model,
         var_info=layout.info,
         solver=type(solver).__name__,
+        result=getattr(sol.result, "_value", sol.result),
     )
 
 

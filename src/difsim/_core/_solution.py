@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import diffrax as dfx
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
@@ -10,7 +11,7 @@ from difsim._core._model import Model
 from difsim._core._state import VarInfo
 from difsim._io import to_xarray
 from difsim._plot import plot
-from difsim._status import Status
+from difsim._status import Status, library_message
 
 
 class Solution(eqx.Module):
@@ -30,6 +31,9 @@ class Solution(eqx.Module):
     - `model`: the model that was solved (its parameters end up in output attributes).
     - `var_info`: static names/units/dims of the state variables, in declaration order.
     - `solver`: static name of the solver used.
+    - `result`: diffrax's own outcome index (`diffrax.RESULTS`), shape `()`, or `None`: kept
+      beside `status` because several diffrax outcomes share one [`Status`][], and
+      [`message`][] quotes diffrax's text for them.
     """
 
     ts: Float[Array, " time"]
@@ -43,6 +47,7 @@ class Solution(eqx.Module):
     model: Model
     var_info: tuple[tuple[str, VarInfo], ...] = eqx.field(static=True)
     solver: str = eqx.field(static=True)
+    result: Int[Array, ""] | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -66,8 +71,13 @@ class Solution(eqx.Module):
         return self.ys[name].ndim - self.ts.ndim
 
     def message(self) -> str:
-        """Human-readable status of an unbatched solution."""
-        return Status(int(self.status)).message
+        """Human-readable status of an unbatched solution, with diffrax's own words when they
+        add to it."""
+        text = Status(int(self.status)).message
+        if self.result is None or int(self.result) == 0:
+            return text
+        own = library_message(dfx.RESULTS, int(self.result))
+        return text if not own or own in text else f"{text} (diffrax: {own})"
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name in ("ys", "var_info"):
