@@ -193,7 +193,7 @@ def _reset_peak() -> bool:
 def _chunk_size(n: int, budget: int) -> int | None:
     """The sweep's chunk size for `N` (engine internals: `None` if they moved)."""
     try:
-        from difsim._sweep._sweep import bytes_per_trajectory, choose_chunk_size
+        from difsim._sweep import bytes_per_trajectory, choose_chunk_size
 
         model = ds.models.Lorenz()
         outputs = [type("O", (), {"shape": ()})] * 3  # x, y, z: one scalar each

@@ -5,8 +5,6 @@ labelled `xarray.Dataset`. Models are pytrees, so `jax.jit`, `jax.vmap` and `jax
 compose with everything here.
 """
 
-import importlib.metadata
-
 from difsim import models as models, solvers as solvers
 from difsim._app import run_config as run_config
 from difsim._config import (
@@ -35,7 +33,7 @@ from difsim._fit import (
     Positive as Positive,
     fit as fit,
 )
-from difsim._io import to_xarray as to_xarray
+from difsim._io import difsim_version as _difsim_version, to_xarray as to_xarray
 from difsim._pde import (
     BoundaryCondition as BoundaryCondition,
     Dirichlet as Dirichlet,
@@ -76,7 +74,4 @@ from difsim._sweep import (
     sweep as sweep,
 )
 
-try:
-    __version__ = importlib.metadata.version("difsim")
-except importlib.metadata.PackageNotFoundError:  # a source tree, not installed
-    __version__ = "0+unknown"
+__version__ = _difsim_version()

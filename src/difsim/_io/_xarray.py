@@ -15,8 +15,8 @@ from difsim._status import Status, flag_attrs
 def difsim_version() -> str:
     try:
         return version("difsim")
-    except PackageNotFoundError:  # running from a source tree
-        return "unknown"
+    except PackageNotFoundError:  # running from a source tree (PEP 440 local version)
+        return "0+unknown"
 
 
 def attr_value(value: Any) -> Any:
