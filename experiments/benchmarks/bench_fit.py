@@ -57,8 +57,8 @@ from _common import (  # noqa: E402
 )
 
 import difsim as ds  # noqa: E402
+from difsim._fit._drivers import value_and_grad  # noqa: E402
 from difsim._fit._fit import fit  # noqa: E402
-from difsim._fit._loop import value_and_grad  # noqa: E402
 from difsim._fit._transforms import Positive  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
