@@ -12,7 +12,7 @@ import numpy as np
 
 from difsim._config._schema import ConfigError
 from difsim._config._toml import dumps as toml_dumps
-from difsim._core import Model
+from difsim._core import Model, state_key
 from difsim._fit import MultipleShooting
 from difsim._pde import grid_from_table
 from difsim._sweep import AbstractSweep
@@ -35,7 +35,7 @@ class ModelSpec:
         params = {k: _as_value(v, defaults.get(k)) for k, v in self.parameters.items()}
         state0 = defaults.get("state")
         state = {
-            f"state.{k}": _as_value(v, None if state0 is None else state0[k])
+            state_key(k): _as_value(v, None if state0 is None else state0[k])
             for k, v in self.state.items()
         }
         if self.grid:

@@ -36,6 +36,7 @@ from difsim._config._schema import (
     is_number,
     names_list,
 )
+from difsim._core import state_key, state_var
 from difsim._fit import (
     ADJOINTS,
     NOISE_MODELS,
@@ -176,14 +177,13 @@ def _flatten_state(table: dict[str, Any], name: str) -> dict[str, Any]:
                 f'expected a table of state variables (state.x = "positive"), got {given(state)}',
                 f"fit.{name}.state",
             )
-        out.update({f"state.{k}": v for k, v in state.items()})
+        out.update({state_key(k): v for k, v in state.items()})
     return out
 
 
 def _check_free(name: str, spec: Any, cls: str, params, states, control) -> None:
     key = f"fit.free.{name}"
-    if name.startswith("state."):
-        var = name.removeprefix("state.")
+    if (var := state_var(name)) is not None:
         if var not in states:
             raise ConfigError(
                 f"{cls} has no state variable {var!r}; its variables are "

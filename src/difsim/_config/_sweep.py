@@ -13,7 +13,7 @@ import numpy as np
 
 from difsim._config._experiment import SweepSpec, TimeSpec, field_defaults
 from difsim._config._schema import ConfigError, did_you_mean, given, is_int, is_number
-from difsim._core import Model
+from difsim._core import Model, state_key
 from difsim._sweep import (
     AbstractSweep,
     GridSweep,
@@ -159,7 +159,7 @@ def _entries(values: dict[str, Any], cls: type[Model]) -> dict[str, Any]:
                 f"got {given(state)}",
                 "sweep.state",
             )
-        entries.update({f"state.{k}": v for k, v in state.items()})
+        entries.update({state_key(k): v for k, v in state.items()})
     if not entries:
         raise ConfigError(
             'nothing to sweep: add a parameter (or a quoted "state.<var>") with its values, '

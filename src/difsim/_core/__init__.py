@@ -35,6 +35,8 @@ from difsim._core._state import (
     State as State,
     Var as Var,
     VarInfo as VarInfo,
+    state_key as state_key,
+    state_var as state_var,
 )
 from difsim._core._steady import (
     solve_steady_state as solve_steady_state,

@@ -8,7 +8,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from difsim._core._state import State
+from difsim._core._state import State, state_var
 from difsim._pde import Grid, irfftn, rfftn
 
 
@@ -249,8 +249,8 @@ class Model(eqx.Module):
                     fields["state"] = value
                 else:
                     state_updates.update(value)
-            elif key.startswith("state."):
-                state_updates[key.removeprefix("state.")] = value
+            elif (var := state_var(key)) is not None:
+                state_updates[var] = value
             elif key in names:
                 fields[key] = value
             else:

@@ -148,3 +148,17 @@ def as_float_array(value: Any, dtype=None):
     if not jnp.issubdtype(array.dtype, jnp.inexact):
         array = array.astype(jnp.result_type(float))
     return array
+
+
+STATE_PREFIX = "state."
+
+
+def state_key(var: str) -> str:
+    """The key that names variable `var`'s initial value beside a model's parameters
+    (sweeps, fits, `Model.replace`): `"state.<var>"`."""
+    return STATE_PREFIX + var
+
+
+def state_var(key: str) -> str | None:
+    """The variable a key `"state.<var>"` names, or `None` when `key` names a parameter."""
+    return key[len(STATE_PREFIX) :] if key.startswith(STATE_PREFIX) else None

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from difsim._core import Layout, Model, simulate
+from difsim._core import Layout, Model, simulate, state_var
 from difsim._fit._data import (
     coordinate_values,
     fit_data,
@@ -232,8 +232,8 @@ def _free_transforms(model: Model, free, control) -> dict[str, AbstractTransform
     for name, spec in items:
         if not isinstance(name, str):
             raise TypeError(f"free parameter names must be strings, got {name!r}")
-        if name.startswith("state."):
-            if name.removeprefix("state.") not in states:
+        if (var := state_var(name)) is not None:
+            if var not in states:
                 raise ValueError(
                     f"free names unknown state variable {name!r}; {cls}'s state variables "
                     f"are {', '.join(states)} (write them as 'state.<var>')"
@@ -259,7 +259,8 @@ def _initial_values(model: Model, transforms) -> np.ndarray:
     state = model.initial_state()
     values = []
     for name, transform in transforms.items():
-        value = state[name[6:]] if name.startswith("state.") else getattr(model, name)
+        var = state_var(name)
+        value = getattr(model, name) if var is None else state[var]
         if np.ndim(value) != 0:
             raise ValueError(
                 f"free parameter {name!r} has shape {np.shape(value)}; only scalars can be "

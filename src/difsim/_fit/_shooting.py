@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from difsim._core import Model, simulate
+from difsim._core import Model, simulate, state_key
 from difsim._fit._data import FitData, observe_states, residuals
 from difsim._fit._transforms import AbstractTransform, Identity
 
@@ -237,7 +237,7 @@ class MultipleShootingProblem(AbstractProblem):
         starts = self.segment_states(u)
 
         def solve(start, ts):
-            seg = model.replace(**{f"state.{v}": start[i] for i, v in enumerate(self.state_names)})
+            seg = model.replace(**{state_key(v): start[i] for i, v in enumerate(self.state_names)})
             sol = self.sim.simulate(seg, ts)
             return sol.ys, sol.ok
 
@@ -343,7 +343,7 @@ def multiple_shooting(
             "multiple shooting: the initial guess fails to solve and the data cannot give "
             "every segment's initial state; start from a guess that solves"
         )
-    extra = tuple(all_transforms.get(f"state.{v}", Identity()) for v in names) * (S - 1)
+    extra = tuple(all_transforms.get(state_key(v), Identity()) for v in names) * (S - 1)
     for j in range(1, S):
         for k, v in enumerate(names):
             if not bool(extra[k].contains(starts[j - 1, k])):

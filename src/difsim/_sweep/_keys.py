@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from difsim._core import Model
+from difsim._core import Model, state_key, state_var
 
 
 def sweepable_keys(model: Model | type[Model]) -> tuple[list[str], list[str]]:
@@ -23,7 +23,7 @@ def sweepable_keys(model: Model | type[Model]) -> tuple[list[str], list[str]]:
             params.append(name)
     state = instance.initial_state() if instance is not None else defaults.get("state")
     if state is not None and state is not dataclasses.MISSING:
-        states = [f"state.{k}" for k, v in state.items() if _is_scalar(v)]
+        states = [state_key(k) for k, v in state.items() if _is_scalar(v)]
     return params, states
 
 
@@ -55,7 +55,7 @@ def check_keys(keys, model: Model | type[Model], what: str = "sweep") -> None:
                 f"{what} key {key!r}: only scalar values can be swept, and {cls.__name__}'s "
                 f"{key!r} is an array or a sub-model; {listing}"
             )
-        if not key.startswith("state.") and f"state.{key}" in states:
+        if state_var(key) is None and state_key(key) in states:
             hint = f" (state variables are swept as 'state.{key}')"
         raise ValueError(
             f"{what} key {key!r}: {cls.__name__} has no such {_kind(key)}; {listing}{hint}"
@@ -63,7 +63,7 @@ def check_keys(keys, model: Model | type[Model], what: str = "sweep") -> None:
 
 
 def _kind(key: str) -> str:
-    return "state variable" if key.startswith("state.") else "parameter"
+    return "state variable" if state_var(key) is not None else "parameter"
 
 
 def _all_state_names(model) -> list[str]:
@@ -72,4 +72,4 @@ def _all_state_names(model) -> list[str]:
     else:
         state = model.initial_state()
     names = getattr(state, "names", ())
-    return [f"state.{n}" for n in names] if isinstance(names, tuple) else []
+    return [state_key(n) for n in names] if isinstance(names, tuple) else []

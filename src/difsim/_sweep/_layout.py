@@ -22,6 +22,7 @@ import numpy as np
 import xarray as xr
 
 from difsim import solvers
+from difsim._core import state_key, state_var
 from difsim._io import attr_value, difsim_version
 from difsim._status import Status, flag_attrs
 from difsim._sweep._options import SolverChoice, SweepTimes
@@ -89,7 +90,7 @@ def settings(model, spec, times: SweepTimes, solver: SolverChoice, plan, dtype) 
     cls = type(model)
     swept = set(spec.keys)
     params = {k: getattr(model, k) for k in cls.parameter_names() if k not in swept}
-    state = {k: v for k, v in model.initial_state().items() if f"state.{k}" not in swept}
+    state = {k: v for k, v in model.initial_state().items() if state_key(k) not in swept}
     described = f"t0={times.t0!r}, t1={times.t1!r}, save={times.save_text}"
     if times.ts is not None:
         described += f" {value_text(times.ts)}"
@@ -159,8 +160,8 @@ def _spec_coords(model, spec, dtype) -> dict[str, tuple[tuple[str, ...], np.ndar
     state_info = dict(model.initial_state().info)
     coords = {}
     for key, (dims, values, attrs) in spec.coords(dtype).items():
-        if key.startswith("state."):
-            info = state_info[key.removeprefix("state.")]
+        if (var := state_var(key)) is not None:
+            info = state_info[var]
             meta = dict(units=info.units, long_name=f"initial {info.description or key[6:]}")
         else:
             meta = cls.parameter_info(key)
@@ -220,7 +221,7 @@ def _fixed_values(model, spec) -> dict[str, Any]:
         if units:
             attrs[f"{name}_units"] = units
     for name, value in model.initial_state().items():
-        if f"state.{name}" not in swept and np.ndim(value) == 0:
+        if state_key(name) not in swept and np.ndim(value) == 0:
             attrs[f"initial_{name}"] = float(np.asarray(value))
     return attrs
 

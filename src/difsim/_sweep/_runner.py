@@ -18,7 +18,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from difsim._core import Model, SaveSpec, simulate
+from difsim._core import Model, SaveSpec, simulate, state_var
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking
 from difsim._sweep._observables import KeepPlan
@@ -56,8 +56,7 @@ def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
 
 
 def _node(key: str) -> Callable[[Model], Any]:
-    if key.startswith("state."):
-        var = key.removeprefix("state.")
+    if (var := state_var(key)) is not None:
         return lambda m: m.state.values[var]
     return lambda m: getattr(m, key)
 
