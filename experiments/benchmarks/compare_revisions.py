@@ -135,6 +135,7 @@ def main() -> None:
 
 def report(results: dict[str, list[dict]], args) -> None:
     print(f"\nN = {args.n:,}, {args.rounds} rounds x {args.repeats} calls; medians over rounds")
+    print("(ratios: median over rounds, with the lowest and highest round in brackets)")
     print("| workload | base CPU | new CPU | new/base CPU | base wall | new wall | new/base wall |")
     print("|---|---|---|---|---|---|---|")
     for work in ("sweep", "vmap", "fit"):
@@ -142,12 +143,13 @@ def report(results: dict[str, list[dict]], args) -> None:
         for key in ("cpu", "wall"):
             base = [r[work][key] for r in results["base"]]
             new = [r[work][key] for r in results["new"]]
-            ratio = statistics.median(b / a for a, b in zip(base, new))
+            ratios = sorted(b / a for a, b in zip(base, new))
+            ratio = f"{statistics.median(ratios):.3f} ({ratios[0]:.2f}–{ratios[-1]:.2f})"
             row += [
                 f"{statistics.median(base) * 1e3:.1f} ms",
                 f"{statistics.median(new) * 1e3:.1f} ms",
             ]
-            row += [f"{ratio:.3f}"]
+            row += [ratio]
         print("| " + " | ".join(row) + " |")
 
 
