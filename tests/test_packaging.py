@@ -107,3 +107,11 @@ def test_wheel_contains_models_and_solvers(tmp_path):
     for package in _packages_on_disk():
         assert package.replace(".", "/") + "/__init__.py" in names, package
     assert not any(name.startswith(("models/", "solvers/", "src/")) for name in names)
+
+
+def test_import_linter_sees_models_and_solvers_inside_the_package():
+    # import-linter reads difsim from src/difsim: the links there must reach the top-level
+    # folders, or the layer contracts would silently stop checking the zoo and the solvers.
+    for name in ("models", "solvers"):
+        link = ROOT / "src" / "difsim" / name
+        assert link.is_symlink() and link.resolve() == (ROOT / name).resolve(), link
