@@ -2,6 +2,11 @@
 `_plot`, `_io`, `difsim.solvers` and `_status` only.
 """
 
+from difsim._core._custom_types import (
+    RealScalarLike as RealScalarLike,
+    SaveLike as SaveLike,
+    Times as Times,
+)
 from difsim._core._event import (
     Event as Event,
 )

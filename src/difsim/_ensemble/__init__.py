@@ -1,0 +1,19 @@
+"""The ensemble engine: many trajectories of one model integrated as one batch, in
+structure-of-arrays layout (each state variable one array with the lanes last), with
+per-lane adaptive steps. Depends on `_core` and `_status` only.
+"""
+
+from difsim._ensemble._methods import (
+    METHODS as METHODS,
+    AbstractEnsembleMethod as AbstractEnsembleMethod,
+    Bosh3 as Bosh3,
+    Dopri5 as Dopri5,
+    Dopri8 as Dopri8,
+    Tsit5 as Tsit5,
+)
+from difsim._ensemble._select import unsupported as unsupported
+from difsim._ensemble._simulate import (
+    check_points as check_points,
+    run_ensemble as run_ensemble,
+    simulate_ensemble as simulate_ensemble,
+)

@@ -1,0 +1,142 @@
+"""The right-hand side of a block of trajectories in structure-of-arrays layout.
+
+Every state variable of a block is one array of shape `(*var_shape, lanes)`: the lanes
+(trajectories) are the last, contiguous axis, so each arithmetic operation of the model's
+`rhs` becomes one vectorised loop over lanes, and the Runge–Kutta stages that combine
+them fuse into a few passes over memory.
+"""
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from difsim._core import Model, State, VarInfo, state_var
+
+# `{var: (*var_shape, lanes)}` — a block's state, derivative or stage.
+Lanes = dict[str, Float[Array, "*shape lanes"]]
+
+
+def node(key: str) -> Callable[[Model], Any]:
+    """Where sweep key `key` (a parameter or `"state.<var>"`) lives in a model."""
+    if (var := state_var(key)) is not None:
+        return lambda m: m.state.values[var]
+    return lambda m: getattr(m, key)
+
+
+def with_point(model: Model, point: Mapping[str, Any]) -> Model:
+    """`model` with the values of one point put in place (no `__init__` re-run: the
+    values may be tracers)."""
+    keys = tuple(point)
+    if not keys:
+        return model
+    nodes = [node(k) for k in keys]
+    return eqx.tree_at(lambda m: [f(m) for f in nodes], model, [point[k] for k in keys])
+
+
+class BatchField(eqx.Module):
+    """`(t, y, points) -> dy/dt` for a block of lanes.
+
+    `t`: `(lanes,)`; `y`: [`Lanes`][]; `points`: `{key: (*point_shape, lanes)}`, the swept
+    values of each lane. The model's `rhs` is written for one trajectory: it is mapped
+    over the last axis of everything, which for elementwise models is the identity on
+    the program (each scalar operation simply acts on a lane vector).
+    """
+
+    model: Model
+    info: tuple[tuple[str, VarInfo], ...] = eqx.field(static=True)
+    shapes: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+    dtype: Any = eqx.field(static=True)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.info)
+
+    def one(self, t, y, point):
+        """The derivative of one trajectory (unbatched), as `{var: var_shape}`."""
+        m = with_point(self.model, point)
+        out = m.rhs(t, State.from_info(self.info, y))
+        if isinstance(out, State):
+            out = out.values
+        return {
+            name: jnp.broadcast_to(jnp.asarray(out[name], self.dtype), shape)
+            for name, shape in zip(self.names, self.shapes)
+        }
+
+    def __call__(self, t, y: Lanes, points) -> Lanes:
+        return jax.vmap(self.one, in_axes=-1, out_axes=-1)(t, y, points)
+
+    def initial(self, points) -> Lanes:
+        """Each lane's initial state, `{var: (*var_shape, lanes)}`."""
+
+        def one(point):
+            values = with_point(self.model, point).initial_state().values
+            return {
+                name: jnp.broadcast_to(jnp.asarray(values[name], self.dtype), shape)
+                for name, shape in zip(self.names, self.shapes)
+            }
+
+        return jax.vmap(one, in_axes=-1, out_axes=-1)(points)
+
+
+class BlockRHS(eqx.Module):
+    """The right-hand side of one block with its lanes' points bound: what a method's
+    `step` calls. Besides `f(t, y)` it gives what implicit and Rosenbrock methods need:
+    the state flattened per lane (`ravel`/`unravel`, variables in declaration order, each
+    raveled) and each lane's Jacobian over it."""
+
+    field: BatchField
+    points: dict[str, Any]
+
+    def __call__(self, t, y: Lanes) -> Lanes:
+        return self.field(t, y, self.points)
+
+    @property
+    def size(self) -> int:
+        """Entries of one lane's state."""
+        return sum(int(np.prod(s, dtype=int)) for s in self.field.shapes)
+
+    def ravel(self, y: Lanes) -> Float[Array, "size lanes"]:
+        return jnp.concatenate(
+            [y[name].reshape(-1, y[name].shape[-1]) for name in self.field.names]
+        )
+
+    def unravel(self, v: Float[Array, "size lanes"]) -> Lanes:
+        out, start = {}, 0
+        for name, shape in zip(self.field.names, self.field.shapes):
+            n = int(np.prod(shape, dtype=int))
+            out[name] = v[start : start + n].reshape(*shape, v.shape[-1])
+            start += n
+        return out
+
+    def jacobian(self, t, y: Lanes) -> Float[Array, "size size lanes"]:
+        """`∂f_i/∂y_j` of every lane (forward-mode, one column per state entry)."""
+
+        def one(t, v, point):
+            g = lambda v: self._ravel1(self.field.one(t, self._unravel1(v), point))  # noqa: E731
+            return jax.jacfwd(g)(v)
+
+        return jax.vmap(one, in_axes=-1, out_axes=-1)(t, self.ravel(y), self.points)
+
+    def time_derivative(self, t, y: Lanes) -> Lanes:
+        """`∂f/∂t` of every lane (zero for autonomous models, where XLA drops it)."""
+
+        def one(t, y, point):
+            return jax.jvp(lambda t: self.field.one(t, y, point), (t,), (jnp.ones_like(t),))[1]
+
+        return jax.vmap(one, in_axes=-1, out_axes=-1)(t, y, self.points)
+
+    def _ravel1(self, y):
+        return jnp.concatenate([jnp.ravel(y[name]) for name in self.field.names])
+
+    def _unravel1(self, v):
+        out, start = {}, 0
+        for name, shape in zip(self.field.names, self.field.shapes):
+            n = int(np.prod(shape, dtype=int))
+            out[name] = v[start : start + n].reshape(shape)
+            start += n
+        return out

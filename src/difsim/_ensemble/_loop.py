@@ -1,0 +1,144 @@
+"""The step loop of one block of lanes: one `lax.while_loop`, every lane its own `t`,
+`dt`, accept/reject, save cursor and status; the loop ends when no lane is running."""
+
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jaxtyping import Array, Float, Int
+
+from difsim._ensemble._control import (
+    DIFFRAX_FIRST_STEP,
+    Controller,
+    all_finite,
+    clip_floor,
+    next_interval,
+    scaled_error,
+)
+from difsim._ensemble._field import BatchField, BlockRHS, Lanes
+from difsim._ensemble._methods import AbstractEnsembleMethod
+from difsim._status import Status
+
+RUNNING = -1
+# Consecutive rejected steps with a non-finite candidate (each shrinking the step 5x)
+# after which a lane is declared NONFINITE: the step is then ~1e-28 of what it was.
+NONFINITE_REJECTS = 40
+
+
+class Plan(eqx.Module):
+    """What a block solve needs besides its data (all static)."""
+
+    method: AbstractEnsembleMethod
+    controller: Controller = eqx.field(static=True)
+    max_steps: int = eqx.field(static=True)
+    final_only: bool = eqx.field(static=True)
+
+
+class Carry(NamedTuple):
+    tprev: Float[Array, " lanes"]
+    tnext: Float[Array, " lanes"]
+    y: Lanes
+    f0: Lanes
+    status: Int[Array, " lanes"]
+    steps: Int[Array, "3 lanes"]  # attempted, accepted, rejected
+    bad: Int[Array, " lanes"]
+    cursor: Int[Array, " lanes"]  # index of the next save time
+    saved: dict[str, Array]  # {var: (lanes, time, *shape)}
+
+
+def solve_block(field: BatchField, plan: Plan, points, t0, t1, ts, dt0) -> tuple[dict, dict]:
+    """Integrate one block. `points`: `{key: (*shape, lanes)}`; `ts`: save times `(time,)`
+    or `None` (final state only); `dt0`: scalar or `None` (automatic first step).
+
+    **Returns:** `(ys, stats)`: `ys = {var: (lanes, time, *shape)}` (NaN where not
+    reached), `stats = {"status", "num_steps", "num_accepted_steps",
+    "num_rejected_steps"}`, each `(lanes,)`.
+    """
+    f = BlockRHS(field, points)
+    y0 = field.initial(points)
+    lanes = jax.tree.leaves(y0)[0].shape[-1]
+    dtype = field.dtype
+    t = jnp.full((lanes,), t0, dtype)
+    f0 = f(t, y0)
+    h = jnp.minimum(t + (DIFFRAX_FIRST_STEP if dt0 is None else dt0), t1) - t
+    n = 1 if ts is None else ts.shape[0]
+    saved = {k: jnp.full((lanes, n, *v.shape[:-1]), jnp.nan, dtype) for k, v in y0.items()}
+    ok = all_finite(y0) & all_finite(f0)
+    carry = Carry(
+        t, t + h, y0, f0,
+        jnp.where(ok, RUNNING, int(Status.NONFINITE)).astype(jnp.int32),
+        jnp.zeros((3, lanes), jnp.int32), jnp.zeros((lanes,), jnp.int32),
+        jnp.zeros((lanes,), jnp.int32), saved,
+    )  # fmt: skip
+    if ts is not None:
+        carry = _save(carry, plan, ts, None, t, t, y0, y0, ok)
+    floor = clip_floor(jnp.asarray(t1, dtype))
+    body = lambda c: _body(c, f, plan, t1, floor, ts)  # noqa: E731
+    carry = lax.while_loop(lambda c: jnp.any(c.status == RUNNING), body, carry)
+    if ts is None:
+        good = carry.status == Status.SUCCESS
+        ys = {k: jnp.where(good, v, jnp.nan)[..., None] for k, v in carry.y.items()}
+        ys = {k: jnp.moveaxis(v, -2, 0) for k, v in ys.items()}
+    else:
+        ys = carry.saved
+    stats = dict(
+        status=carry.status,
+        num_steps=carry.steps[0],
+        num_accepted_steps=carry.steps[1],
+        num_rejected_steps=carry.steps[2],
+    )
+    return ys, stats
+
+
+def _body(c: Carry, f, plan: Plan, t1, floor, ts) -> Carry:
+    active = c.status == RUNNING
+    h = jnp.where(active, c.tnext - c.tprev, 0)
+    out = plan.method.step(f, c.tprev, c.y, h, c.f0)
+    ctrl = plan.controller
+    err = scaled_error(c.y, out.y1, out.y_err, ctrl.rtol, ctrl.atol)
+    finite = all_finite(out.y1) & all_finite(out.f1) & jnp.isfinite(err)
+    accept, factor = ctrl.decide(err, finite)
+    accept = accept & active
+    if ts is not None:
+        c = _save(c, plan, ts, out.dense, c.tprev, c.tnext, c.y, out.y1, accept)
+    keep = lambda new, old: jnp.where(accept, new, old)  # noqa: E731
+    y, f0 = jax.tree.map(keep, out.y1, c.y), jax.tree.map(keep, out.f1, c.f0)
+    bad = jnp.where(active & ~finite, c.bad + 1, jnp.where(active, 0, c.bad))
+    steps = c.steps + jnp.stack([active, accept, active & ~accept]).astype(jnp.int32)
+    done = accept & (c.tnext >= t1)
+    status = jnp.where(done, int(Status.SUCCESS), c.status)
+    status = jnp.where(active & (bad >= NONFINITE_REJECTS), int(Status.NONFINITE), status)
+    out_of_steps = (status == RUNNING) & (steps[0] >= plan.max_steps)
+    status = jnp.where(out_of_steps, int(Status.MAX_STEPS), status)
+    tprev, tnext = next_interval(c.tprev, c.tnext, accept, factor, t1, floor)
+    tprev, tnext = jnp.where(active, tprev, c.tprev), jnp.where(active, tnext, c.tnext)
+    return Carry(tprev, tnext, y, f0, status, steps, bad, c.cursor, c.saved)
+
+
+def _save(c: Carry, plan: Plan, ts, dense: Any, ta, tb, ya: Lanes, yb: Lanes, accept) -> Carry:
+    """Write every save time in `(ta, tb]` (or `== ta` at the start, `dense=None`) of the
+    lanes that accepted a step, interpolated with the method's dense output."""
+    n = ts.shape[0]
+    lane = jnp.arange(accept.shape[0])
+
+    def pending(cursor):
+        return accept & (cursor < n) & (ts[jnp.minimum(cursor, n - 1)] <= tb)
+
+    def write(state):
+        cursor, saved = state
+        todo = pending(cursor)
+        t = ts[jnp.minimum(cursor, n - 1)]
+        if dense is None:
+            value = ya
+        else:
+            value = plan.method.interpolate(dense, ta, tb, ya, yb, jnp.clip(t, ta, tb))
+        row = jnp.where(todo, cursor, n)  # out of bounds: dropped
+        saved = {
+            k: saved[k].at[lane, row].set(jnp.moveaxis(value[k], -1, 0), mode="drop") for k in saved
+        }
+        return cursor + todo, saved
+
+    cursor, saved = lax.while_loop(lambda s: jnp.any(pending(s[0])), write, (c.cursor, c.saved))
+    return c._replace(cursor=cursor, saved=saved)
