@@ -21,6 +21,12 @@ from difsim._core import Model, State, VarInfo, state_var
 Lanes = dict[str, Float[Array, "*shape lanes"]]
 
 
+def per_lane(v, like):
+    """`v`, of shape `(lanes,)`, shaped to broadcast against `like`, `(*shape, lanes)`
+    (explicitly: the suite forbids implicit rank promotion)."""
+    return jnp.reshape(v, (1,) * (jnp.ndim(like) - 1) + jnp.shape(v))
+
+
 def node(key: str) -> Callable[[Model], Any]:
     """Where sweep key `key` (a parameter or `"state.<var>"`) lives in a model."""
     if (var := state_var(key)) is not None:

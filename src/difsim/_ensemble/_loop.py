@@ -17,13 +17,17 @@ from difsim._ensemble._control import (
     next_interval,
     scaled_error,
 )
-from difsim._ensemble._field import BatchField, BlockRHS, Lanes
+from difsim._ensemble._field import BatchField, BlockRHS, Lanes, per_lane
 from difsim._ensemble._methods import AbstractEnsembleMethod
 from difsim._status import Status
 
 RUNNING = -1
-# Consecutive rejected steps with a non-finite candidate (each shrinking the step 5x)
-# after which a lane is declared NONFINITE: the step is then ~1e-28 of what it was.
+# Rejected steps with a non-finite candidate after which a lane is NONFINITE. A step that
+# overshoots into a region where the model is undefined (a square root of a negative
+# number) is rejected and shrunk 5x, and the solve goes on; a lane that keeps meeting
+# NaN/inf — its right-hand side is undefined from some time on, or its state blows up —
+# stops within a few dozen steps instead of creeping towards the singularity until
+# max_steps.
 NONFINITE_REJECTS = 40
 
 
@@ -43,7 +47,7 @@ class Carry(NamedTuple):
     f0: Lanes
     status: Int[Array, " lanes"]
     steps: Int[Array, "3 lanes"]  # attempted, accepted, rejected
-    bad: Int[Array, " lanes"]
+    bad: Int[Array, " lanes"]  # rejections for a non-finite candidate
     cursor: Int[Array, " lanes"]  # index of the next save time
     saved: dict[str, Array]  # {var: (lanes, time, *shape)}
 
@@ -79,7 +83,7 @@ def solve_block(field: BatchField, plan: Plan, points, t0, t1, ts, dt0) -> tuple
     carry = lax.while_loop(lambda c: jnp.any(c.status == RUNNING), body, carry)
     if ts is None:
         good = carry.status == Status.SUCCESS
-        ys = {k: jnp.where(good, v, jnp.nan)[..., None] for k, v in carry.y.items()}
+        ys = {k: jnp.where(per_lane(good, v), v, jnp.nan)[..., None] for k, v in carry.y.items()}
         ys = {k: jnp.moveaxis(v, -2, 0) for k, v in ys.items()}
     else:
         ys = carry.saved
@@ -103,9 +107,9 @@ def _body(c: Carry, f, plan: Plan, t1, floor, ts) -> Carry:
     accept = accept & active
     if ts is not None:
         c = _save(c, plan, ts, out.dense, c.tprev, c.tnext, c.y, out.y1, accept)
-    keep = lambda new, old: jnp.where(accept, new, old)  # noqa: E731
+    keep = lambda new, old: jnp.where(per_lane(accept, new), new, old)  # noqa: E731
     y, f0 = jax.tree.map(keep, out.y1, c.y), jax.tree.map(keep, out.f1, c.f0)
-    bad = jnp.where(active & ~finite, c.bad + 1, jnp.where(active, 0, c.bad))
+    bad = c.bad + (active & ~finite)
     steps = c.steps + jnp.stack([active, accept, active & ~accept]).astype(jnp.int32)
     done = accept & (c.tnext >= t1)
     status = jnp.where(done, int(Status.SUCCESS), c.status)

@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from difsim._ensemble._field import Lanes
+from difsim._ensemble._field import Lanes, per_lane
 
 
 class StepOut(eqx.Module):
@@ -84,7 +84,9 @@ class ExplicitRK(AbstractEnsembleMethod):
     def interpolate(self, dense, t0, t1, y0, y1, t):
         h = t1 - t0
         # diffrax's interpolants take increments h·k_i, stacked along a leading stage axis.
-        k = {name: jax.numpy.stack([h * ki[name] for ki in dense]) for name in y0}
+        k = {
+            name: jax.numpy.stack([per_lane(h, ki[name]) * ki[name] for ki in dense]) for name in y0
+        }
 
         def one(t0, t1, y0, y1, k, t):
             return self.solver.interpolation_cls(t0=t0, t1=t1, y0=y0, y1=y1, k=k).evaluate(t)
@@ -98,7 +100,8 @@ def _combine(y: Lanes | None, h, ks: list[Lanes], coeffs) -> Lanes:
 
     def one(name):
         acc = sum(c * k[name] for c, k in terms)
-        return h * acc if y is None else y[name] + h * acc
+        step = per_lane(h, acc) * acc
+        return step if y is None else y[name] + step
 
     return {name: one(name) for name in ks[0]}
 
