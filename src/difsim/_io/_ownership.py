@@ -130,9 +130,9 @@ def check_target(
         )
     try:
         info = path.lstat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # the folder check says which
         info = None
-    except OSError as e:  # e.g. a parent that is a file (ENOTDIR)
+    except OSError as e:
         raise OutputError(f"{name} {path}: cannot be used ({e.strerror})") from e
     if info is not None:
         _check_existing(path, info, kind, reads, name)
