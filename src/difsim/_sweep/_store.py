@@ -122,17 +122,9 @@ class ChunkStore:
             self._clear_directory(resume=resume, overwrite=overwrite)
         if not self.directory.exists():
             self.directory.mkdir(parents=True)
-            manifest = self.directory / "manifest.json"
-            text = json.dumps(
-                {
-                    "format": FORMAT,
-                    "hash": self.hash,
-                    "n_chunks": self.n_chunks,
-                    "settings": self.settings,
-                },
-                indent=1,
-            )
-            atomic_write_text(manifest, text)
+            manifest = dict(format=FORMAT, hash=self.hash, n_chunks=self.n_chunks)
+            manifest["settings"] = self.settings
+            atomic_write_text(self.directory / "manifest.json", json.dumps(manifest, indent=1))
         done = set()
         for path in self.directory.glob("chunk_*.npz"):
             index = int(path.stem.removeprefix("chunk_"))
