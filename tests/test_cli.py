@@ -322,5 +322,6 @@ def test_run_fit_equals_python_fit_and_writes_outputs(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert "[fit] optimizer" in err and "'adam'" in err and "Traceback" not in err
     # What only the fit can find (a start outside its range) is a [fit] error too.
-    assert main(["run", "flu.toml", "--set", "fit.free.beta=[2.0, 3.0]"]) == 2
+    # (--overwrite: out/flu.nc holds the earlier fit's output, which is otherwise kept.)
+    assert main(["run", "flu.toml", "--set", "fit.free.beta=[2.0, 3.0]", "--overwrite"]) == 2
     assert "[fit]" in capsys.readouterr().err

@@ -201,6 +201,14 @@ def test_result_outputs(noisy_lm, tmp_path):
         np.testing.assert_array_equal(back["value"].values, dataset["value"].values)
     js = noisy_lm.save(tmp_path / "fit.json")
     assert '"state.prey"' in js.read_text()
+    # An earlier fit output is replaced only with overwrite=True; other files never.
+    with pytest.raises(ValueError, match="earlier difsim fit output"):
+        noisy_lm.save(nc)
+    assert noisy_lm.save(js, overwrite=True) == js
+    (notes := tmp_path / "notes.json").write_text("{}")
+    with pytest.raises(ValueError, match="not a difsim fit summary output"):
+        noisy_lm.save(notes, overwrite=True)
+    assert notes.read_text() == "{}"
     noisy_lm.plot(tmp_path / "fit.png")
     assert (tmp_path / "fit.png").stat().st_size > 1000
 

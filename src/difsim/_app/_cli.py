@@ -1,7 +1,8 @@
 """The `difsim` command line: `difsim run CONFIG`, `difsim models`, `difsim solvers`.
 
 Exit codes: 0 success; 1 the solve failed (partial output is still written); 2 invalid
-config or command line (message on stderr, no traceback); 130 interrupted.
+config or command line, or an output path that cannot or may not be written or is in use by
+another run (message on stderr, no traceback; checked before any work); 130 interrupted.
 """
 
 import argparse
@@ -15,7 +16,7 @@ import numpy as np
 from difsim import solvers
 from difsim._app._run import RunResult, execute, final_state
 from difsim._config import ConfigError, Experiment, load_config, parse_override
-from difsim._io import difsim_version
+from difsim._io import OutputError, difsim_version
 from difsim._status import Status
 from difsim._sweep import SweepOutputError, maybe_initialize_from_env
 from difsim.models import MODELS
@@ -47,8 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--overwrite",
         action="store_true",
-        help="a sweep may replace an output (or unfinished chunks) of a different sweep "
-        "(the same as --set output.overwrite=true)",
+        help="replace an earlier difsim output of the same kind (for a sweep: of a "
+        "different sweep, or its unfinished chunks); files difsim did not write are never "
+        "replaced (the same as --set output.overwrite=true)",
     )
     run.add_argument(
         "--progress",
@@ -103,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(experiment.to_toml(), end="")
             return 0
         return _run(experiment, args)
-    except ConfigError as e:
+    except (ConfigError, OutputError) as e:
+        # OutputError: an output path that cannot or may not be written, or one in use.
         print(f"difsim: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

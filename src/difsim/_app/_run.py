@@ -1,6 +1,15 @@
-"""Running a checked [`Experiment`][]: simulate, then write netCDF and PNG atomically."""
+"""Running a checked [`Experiment`][]: check and lock its outputs, simulate (or sweep, or
+fit), then write netCDF and PNG atomically.
+
+Every output path is checked before any work (see `difsim._io`'s ownership rules): a
+problem is an [`OutputError`][], one line naming the path. An existing output is replaced
+only if it is a difsim output of the same kind and either this same run wrote it (same
+config, same difsim) or `[output] overwrite` (`--overwrite`) is set.
+"""
 
 import dataclasses
+import hashlib
+import json
 import os
 import time
 from collections.abc import Mapping
@@ -13,8 +22,17 @@ import xarray as xr
 
 from difsim._config import ConfigError, Experiment, load_config
 from difsim._core import simulate
-from difsim._fit import fit
-from difsim._io import atomic_write
+from difsim._fit import check_checkpoint, fit
+from difsim._io import (
+    RUN_ATTR,
+    atomic_write,
+    check_output,
+    check_target,
+    difsim_version,
+    output_lock,
+    png_metadata,
+    recorded,
+)
 from difsim._plot import plot as plot_dataset
 from difsim._status import Status
 from difsim._sweep import run_sweep
@@ -40,6 +58,16 @@ class RunResult:
     fit: Any = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Outputs:
+    """The checked output paths of a run (`None`: not written) and the run's identity."""
+
+    netcdf: Path | None
+    plot: Path | None
+    summary: Path | None  # a fit's JSON summary
+    run: str
+
+
 def execute(
     experiment: Experiment,
     *,
@@ -49,13 +77,65 @@ def execute(
 ) -> RunResult:
     """Run `experiment` and write its outputs; a failed solve is reported in `status`.
 
-    The solve runs with `throw=False`, so a failure still writes the (partial) output:
-    values after the failure are NaN and the `status` variable says what went wrong.
+    The output paths are checked, and the output locked, before anything is computed. The
+    solve runs with `throw=False`, so a failure still writes the (partial) output: values
+    after the failure are NaN and the `status` variable says what went wrong.
+
+    **Raises:** [`OutputError`][] for an output path that cannot or may not be written, or
+    one that another run is writing.
     """
-    if experiment.sweep is not None:
-        return _execute_sweep(experiment, output=output, plot=plot, progress=progress)
+    outputs = check_outputs(experiment, output, plot)
+    if experiment.sweep is not None:  # `run_sweep` locks its output itself
+        return _execute_sweep(experiment, outputs, progress=progress)
+    with output_lock(outputs.netcdf or outputs.plot):
+        if experiment.fit is not None:
+            return _execute_fit(experiment, outputs, progress=progress)
+        return _execute_simulation(experiment, outputs, progress=progress)
+
+
+def check_outputs(experiment: Experiment, output: str | os.PathLike | None, plot: bool) -> Outputs:
+    """The run's output paths, each checked (suffix, folder, ownership) before any work."""
+    nc_path, png_path = experiment.output.paths(output)
+    png_path = png_path if plot else None
+    kind = "sweep" if experiment.sweep else "fit" if experiment.fit else "simulation"
+    config = experiment.to_dict()
+    config.pop("output")  # where the results go, and whether to replace, are not the run
+    identity = json.dumps([config, difsim_version()], sort_keys=True, default=str)
+    run = hashlib.sha256(identity.encode()).hexdigest()[:32]
+    inputs = [experiment.source] if experiment.source else []
+    checkpoint = experiment.fit.checkpoint if experiment.fit is not None else None
     if experiment.fit is not None:
-        return _execute_fit(experiment, output=output, plot=plot, progress=progress)
+        inputs.append(experiment.fit.data)
+        if checkpoint:
+            check_checkpoint(checkpoint, reads=inputs)
+    reads = [*inputs, checkpoint] if checkpoint else inputs
+    common = dict(overwrite=experiment.output.overwrite, run=run, reads=reads)
+    where = "[output] path" if output is None else "output"
+    summary = None
+    if nc_path is not None:
+        if kind == "sweep":  # replacing a sweep's output is the chunk store's decision
+            check_target(nc_path, kind, reads=reads, name=where)
+        else:
+            check_output(nc_path, kind, name=where, **common)
+        if kind == "fit":
+            summary = check_output(
+                nc_path.with_suffix(".json"), "fit summary", name="fit summary", **common
+            )
+    if png_path is not None and not _store_refuses(kind, nc_path, common):
+        name = "[output] plot" if isinstance(experiment.output.plot, str) else "plot"
+        check_output(png_path, "plot", name=name, **common)
+    return Outputs(nc_path, png_path, summary, run)
+
+
+def _store_refuses(kind: str, nc_path: Path | None, common: dict) -> bool:
+    """Whether a sweep's chunk store will refuse its existing output (another run's, no
+    overwrite) before any work: then it says so, with what differs, rather than the plot."""
+    if kind != "sweep" or nc_path is None or common["overwrite"] or not nc_path.exists():
+        return False
+    return recorded(nc_path)[1] != common["run"]
+
+
+def _execute_simulation(experiment: Experiment, outputs: Outputs, *, progress: bool):
     x64 = experiment.solver.dtype == "float64"
     # Scoped precision: the model's arrays, the times and the compiled solve all take the
     # config's dtype, whatever the process-wide setting is.
@@ -75,26 +155,29 @@ def execute(
         wall = time.perf_counter() - start
         dataset = sol.to_xarray()
     dataset.attrs.update(
+        difsim_output="simulation",
+        difsim_run=outputs.run,
         config=experiment.to_toml(),
         dtype=experiment.solver.dtype,
         num_accepted_steps=int(sol.num_accepted_steps),
         num_rejected_steps=int(sol.num_rejected_steps),
     )
-    nc_path, png_path = experiment.output.paths(output)
+    nc_path, png_path = outputs.netcdf, outputs.plot
     if nc_path is not None:
         atomic_write(nc_path, lambda p: dataset.to_netcdf(p))
-    if not plot:
-        png_path = None
     if png_path is not None:
-        phase = type(model).phase
-        atomic_write(png_path, lambda p: plot_dataset(dataset, path=p, phase=phase))
+        figure = plot_dataset(dataset, phase=type(model).phase)
+        _save_png(figure, png_path, outputs.run, dpi=120)
     return RunResult(dataset, nc_path, png_path, wall, Status(int(sol.status)))
 
 
-def _execute_sweep(
-    experiment: Experiment, *, output: str | os.PathLike | None, plot: bool, progress: bool
-) -> RunResult:
-    nc_path, png_path = experiment.output.paths(output)
+def _save_png(figure, path: Path, run: str, dpi: int) -> None:
+    """Save `figure` as a PNG marked as this run's difsim plot."""
+    atomic_write(path, lambda p: figure.savefig(p, dpi=dpi, metadata=png_metadata(run)))
+
+
+def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress: bool) -> RunResult:
+    nc_path, png_path = outputs.netcdf, outputs.plot
     spec, tspec, sweep = experiment.solver, experiment.time, experiment.sweep
     with jax.enable_x64(spec.dtype == "float64"):
         dataset, report = run_sweep(
@@ -108,12 +191,12 @@ def _execute_sweep(
             output=nc_path,
             overwrite=experiment.output.overwrite,
             progress=progress,
-            attrs={"config": experiment.to_toml()},
+            attrs={"config": experiment.to_toml(), RUN_ATTR: outputs.run},
         )
-    if not plot or dataset is None:
+    if dataset is None:
         png_path = None
     if png_path is not None:
-        atomic_write(png_path, lambda p: plot_dataset(dataset, path=p))
+        _save_png(plot_dataset(dataset), png_path, outputs.run, dpi=120)
     counts = report.status_counts
     failed = {code: n for code, n in counts.items() if not Status(code).ok}
     status = Status.SUCCESS
@@ -122,10 +205,8 @@ def _execute_sweep(
     return RunResult(dataset, nc_path, png_path, report.wall_time, status, report)
 
 
-def _execute_fit(
-    experiment: Experiment, *, output: str | os.PathLike | None, plot: bool, progress: bool
-) -> RunResult:
-    nc_path, png_path = experiment.output.paths(output)
+def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress: bool) -> RunResult:
+    nc_path, png_path = outputs.netcdf, outputs.plot
     spec = experiment.solver
     with jax.enable_x64(spec.dtype == "float64"):
         model = experiment.model.build()
@@ -148,14 +229,14 @@ def _execute_fit(
         wall = time.perf_counter() - start
         # Still in the fit's precision: the outputs evaluate the fitted model again.
         dataset = result.to_xarray()
-        dataset.attrs.update(config=experiment.to_toml(), dtype=spec.dtype)
+        dataset.attrs.update(
+            {RUN_ATTR: outputs.run, "config": experiment.to_toml(), "dtype": spec.dtype}
+        )
         if nc_path is not None:
             atomic_write(nc_path, lambda p: dataset.to_netcdf(p, engine="h5netcdf"))
-            result.save(nc_path.with_suffix(".json"))
-        if not plot:
-            png_path = None
+            result.save(outputs.summary, overwrite=True, attrs={RUN_ATTR: outputs.run})
         if png_path is not None:
-            atomic_write(png_path, lambda p: result.plot(p))
+            _save_png(result.plot(), png_path, outputs.run, dpi=100)
     # The fit's own Status (CONVERGED, DIVERGED, OPTIMIZER_FAILED, ...): one scheme, so
     # nothing is lost translating it.
     return RunResult(dataset, nc_path, png_path, wall, result.status, fit=result)
@@ -169,6 +250,7 @@ def run_config(
     plot: bool = True,
     progress: bool = False,
     throw: bool = True,
+    overwrite: bool = False,
 ) -> xr.Dataset:
     """Run an experiment config from Python: what `difsim run` does, minus the printing.
 
@@ -189,11 +271,16 @@ def run_config(
       (`[sweep]`) raises only if every trajectory failed; per-trajectory failures are in
       its `status` variable and `n_<status>` attributes. A fit (`[fit]`) raises if it
       neither converged nor ran all its steps (outputs are written first).
+    - `overwrite`: replace earlier difsim outputs of the same kind (as `--overwrite`).
 
     **Returns:** the `xarray.Dataset` (also written to the output path, if any).
 
-    **Raises:** [`ConfigError`][] for an invalid config, before anything is compiled.
+    **Raises:** [`ConfigError`][] for an invalid config, `OutputError` (a `ValueError`) for
+    an output path that cannot or may not be written; both before anything is compiled.
     """
+    overrides = dict(overrides or {})
+    if overwrite:
+        overrides["output.overwrite"] = True
     experiment = load_config(config, overrides=overrides)
     result = execute(experiment, output=output, plot=plot, progress=progress)
     if throw and experiment.fit is not None and not result.fit.ok:

@@ -94,7 +94,9 @@ class SolverSpec:
 
 @dataclasses.dataclass(frozen=True)
 class OutputSpec:
-    """`[output]`: where the netCDF file and the PNG quick-look go."""
+    """`[output]`: where the netCDF file (`path`, ending in `.nc`) and the PNG quick-look go,
+    and whether an earlier difsim output of the same kind may be replaced (`overwrite`; the
+    rules are `difsim._io`'s ownership check)."""
 
     path: str | None
     plot: bool | str

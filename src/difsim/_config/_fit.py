@@ -26,6 +26,7 @@ from difsim._config._schema import (
     POSITIVE,
     POSITIVE_INT,
     REQUIRED,
+    SEED,
     STRING,
     TABLE,
     ConfigError,
@@ -305,7 +306,7 @@ FIT_SECTION = Section(
         "multiple_shooting": Key(POSITIVE_INT, "number of segments (>= 2)", None),
         "shooting_penalty": Key(POSITIVE, "weight of the continuity residuals (default 10)", None),
         "multistart": Key(POSITIVE_INT, "number of starts run in parallel", None),
-        "seed": Key(NON_NEGATIVE_INT, "seed of the multistart perturbations (default 0)", None),
+        "seed": Key(SEED, "seed of the multistart perturbations (default 0)", None),
         "multistart_scale": Key(
             POSITIVE, "standard deviation of the perturbations (default 0.3)", None
         ),

@@ -30,13 +30,13 @@ from difsim._config._schema import (
     BOOL,
     BYTES,
     KEEP,
-    NON_NEGATIVE_INT,
     NUMBER,
     PLOT,
     POSITIVE,
     POSITIVE_INT,
     REQUIRED,
     SAVE,
+    SEED,
     STRING,
     TABLE,
     ConfigError as ConfigError,
@@ -56,7 +56,11 @@ from difsim._io import difsim_version
 
 # ---------------------------------------------------------------- section handlers
 def _parse_output(values: dict[str, Any], parsed: dict[str, Any]) -> OutputSpec:
-    return OutputSpec(values["path"], values["plot"], values["overwrite"])
+    path = values["path"]
+    if path is not None and Path(path).suffix.lower() not in (".nc", ".nc4"):
+        # netCDF under another name (x.csv) would mislead whoever opens it.
+        raise ConfigError(f"must end in .nc (a netCDF file), got {path!r}", "output.path")
+    return OutputSpec(path, values["plot"], values["overwrite"])
 
 
 # The whole schema. Order matters: handlers see the specs of the sections before them.
@@ -161,8 +165,9 @@ SECTIONS: dict[str, Section] = {
             ),
             "overwrite": Key(
                 BOOL,
-                "replace an existing output (or unfinished chunks) of a different sweep "
-                "instead of refusing",
+                "replace an earlier difsim output of the same kind (of a sweep: a different "
+                "sweep's output or unfinished chunks) instead of refusing; files difsim did "
+                "not write are never replaced",
                 False,
             ),
         },
@@ -178,9 +183,7 @@ SECTIONS: dict[str, Section] = {
                 lambda: ["grid", "zip", "random", "lhs"],
             ),
             "samples": Key(POSITIVE_INT, "number of points of a random or lhs sweep", None),
-            "seed": Key(
-                NON_NEGATIVE_INT, "seed of the JAX PRNG key (random, lhs; default 0)", None
-            ),
+            "seed": Key(SEED, "seed of the JAX PRNG key (random, lhs; default 0)", None),
             "keep": Key(
                 KEEP,
                 'what to keep per trajectory: "final", "trajectory", or a list of '

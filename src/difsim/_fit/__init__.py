@@ -2,6 +2,9 @@
 shooting, results.
 """
 
+from difsim._fit._checkpoint import (
+    check_checkpoint as check_checkpoint,
+)
 from difsim._fit._data import (
     NOISE_MODELS as NOISE_MODELS,
     read_data as read_data,

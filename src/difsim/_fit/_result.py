@@ -24,7 +24,13 @@ from difsim._core import Model
 from difsim._fit._drivers import AbstractDriver, forward_jacobian
 from difsim._fit._loop import Carry, result_message
 from difsim._fit._shooting import AbstractProblem
-from difsim._io import atomic_write, atomic_write_text, difsim_version
+from difsim._io import (
+    KIND_ATTR,
+    atomic_write,
+    atomic_write_text,
+    check_output,
+    difsim_version,
+)
 from difsim._status import Status
 
 
@@ -177,6 +183,7 @@ class FitResult(eqx.Module):
         if self.start_losses is not None:
             data_vars["start_loss"] = (("start",), self.start_losses)
         attrs = dict(
+            difsim_output="fit",  # what the file is: see difsim._io's ownership check
             model=type(self.model).__name__,
             optimizer=self.optimizer,
             status=self.status.text,
@@ -213,17 +220,35 @@ class FitResult(eqx.Module):
             loss_history=self.loss_history.tolist(),
         )
 
-    def save(self, path: str | os.PathLike) -> Path:
+    def save(
+        self,
+        path: str | os.PathLike,
+        *,
+        overwrite: bool = False,
+        attrs: dict[str, Any] | None = None,
+    ) -> Path:
         """Write the result to `path`: netCDF (`.nc`, see [`to_xarray`][]) or JSON
-        (`.json`, see `to_dict`). Written to a temporary file first, then renamed."""
+        (`.json`, see `to_dict`). Written to a temporary file first, then renamed.
+
+        **Arguments:** `overwrite` replaces an earlier difsim fit output at `path` (a file
+        difsim did not write is never replaced); `attrs` adds text entries (global
+        attributes, or top-level JSON keys).
+
+        **Raises:** `OutputError` (a `ValueError`) if `path` may not be written.
+        """
         path = Path(path)
         suffix = path.suffix.lower()
         if suffix not in (".nc", ".json"):
             raise ValueError(f"save: unknown format {suffix!r} of {str(path)!r}; use .nc or .json")
+        kind = "fit" if suffix == ".nc" else "fit summary"
+        check_output(path, kind, overwrite=overwrite, name="save: path")
+        extra = {KIND_ATTR: kind, **(attrs or {})}
         if suffix == ".nc":
             dataset = self.to_xarray()
+            dataset.attrs.update(extra)
             return atomic_write(path, lambda tmp: dataset.to_netcdf(tmp, engine="h5netcdf"))
-        return atomic_write_text(path, json.dumps(_finite_json(self.to_dict()), indent=2))
+        summary = {**extra, **self.to_dict()}
+        return atomic_write_text(path, json.dumps(_finite_json(summary), indent=2))
 
     def plot(self, path: str | os.PathLike | None = None, *, points: int = 201):
         """Data (markers) against the fitted model (lines), one panel per observed variable,

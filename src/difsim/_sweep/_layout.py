@@ -177,6 +177,7 @@ def sweep_attrs(
     then `extra` (the caller's own); values netCDF cannot store are left out."""
     cls = type(model)
     attrs: dict[str, Any] = dict(
+        difsim_output="sweep",  # what the file is: see difsim._io's ownership check
         model=cls.__name__,
         model_module=cls.__module__,
         solver=type(solvers.make_solver(solver.solver)).__name__,

@@ -232,6 +232,8 @@ class RandomSweep(AbstractSweep):
             raise ValueError(f"RandomSweep: samples must be a positive integer, got {samples!r}")
         if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
             raise ValueError(f"RandomSweep: seed must be a non-negative integer, got {seed!r}")
+        if seed >= 2**63:  # jax.random.key takes a signed 64-bit integer
+            raise ValueError(f"RandomSweep: seed must be below 2**63, got {seed!r}")
         if method not in ("random", "lhs"):
             raise ValueError(f"RandomSweep: method must be 'random' or 'lhs', got {method!r}")
         self.distributions = dict(distributions)

@@ -4,9 +4,11 @@ With an output path `runs/x.nc`, every finished chunk is written to `runs/x.nc.c
 (one `.npz` per chunk, written to a temporary file and renamed, so a chunk file is either
 complete or absent, even after `kill -9`). `manifest.json` there records a hash of
 everything that determines the results; a rerun with the same hash reuses the chunks on
-disk, a different one is refused. When every chunk is done, the netCDF file is assembled
-chunk by chunk (bounded memory) into a temporary file, renamed into place, and the chunk
-folder is removed.
+disk, a different one is refused. Each chunk file carries the sweep's hash and its own index
+under a checksum of its content, so a chunk file that is torn, altered, or copied over
+another (of this sweep or another one) is detected and computed again. When every chunk is
+done, the netCDF file is assembled chunk by chunk (bounded memory) into a temporary file,
+renamed into place, and the chunk folder is removed.
 """
 
 import hashlib
@@ -14,6 +16,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import zipfile
 from collections.abc import Callable, Iterator
@@ -24,16 +27,23 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from difsim._io import atomic_write, atomic_write_stream, atomic_write_text
+from difsim._io import (
+    OutputError,
+    atomic_write,
+    atomic_write_stream,
+    atomic_write_text,
+    check_target,
+)
 from difsim._sweep import _distributed as dist
 from difsim._sweep._layout import OutputLayout
 
 logger = logging.getLogger("difsim")
 
-FORMAT = 1  # version of the chunk-store layout
+FORMAT = 2  # version of the chunk-store layout (2: chunks carry sweep, index and checksum)
+_SWEEP, _INDEX, _CHECKSUM = "__sweep__", "__chunk__", "__checksum__"  # a chunk's identity
 
 
-class SweepOutputError(ValueError):
+class SweepOutputError(OutputError):
     """The output path holds results of a different sweep (or another file)."""
 
 
@@ -84,6 +94,14 @@ class ChunkStore:
             return False
         return _file_hash(self.output) == self.result_hash
 
+    def check(self) -> None:
+        """Check the output path before any work: a `.nc` path, in a writable folder, not a
+        directory, and if it exists, a difsim sweep output (see `difsim._io`)."""
+        try:
+            check_target(self.output, "sweep")
+        except OutputError as e:
+            raise SweepOutputError(str(e)) from e
+
     def prepare(self, *, resume: bool, overwrite: bool) -> set[int]:
         """Create (or reopen) the chunk folder; return the indices of finished chunks.
 
@@ -93,43 +111,47 @@ class ChunkStore:
         if self.output.exists() and not overwrite:
             found, before = _file_info(self.output)
             if found != self.result_hash:
-                what = (
-                    "is not a difsim sweep output"
-                    if found is None
-                    else "holds the result of a different sweep"
-                    + (f" (what differs: {self._differences(before)})" if before else "")
+                what = "holds the result of a different sweep" + (
+                    f" (what differs: {self._differences(before)})" if before else ""
                 )
                 raise SweepOutputError(
                     f"{self.output} exists and {what}; refusing to replace it. Choose a new "
                     "output path, or pass overwrite=True (difsim run --overwrite) to replace it"
                 )
-        manifest = self.directory / "manifest.json"
-        if self.directory.exists():
-            old = _read_manifest(manifest)
-            if old is None or old.get("hash") != self.hash:
-                if not overwrite:
-                    raise SweepOutputError(self._mismatch(old))
-                shutil.rmtree(self.directory)
-            elif not resume:
-                shutil.rmtree(self.directory)
+        if self.directory.exists() or self.directory.is_symlink():
+            self._clear_directory(resume=resume, overwrite=overwrite)
         if not self.directory.exists():
             self.directory.mkdir(parents=True)
-            text = json.dumps(
-                {
-                    "format": FORMAT,
-                    "hash": self.hash,
-                    "n_chunks": self.n_chunks,
-                    "settings": self.settings,
-                },
-                indent=1,
-            )
-            atomic_write_text(manifest, text)
+            manifest = dict(format=FORMAT, hash=self.hash, n_chunks=self.n_chunks)
+            manifest["settings"] = self.settings
+            atomic_write_text(self.directory / "manifest.json", json.dumps(manifest, indent=1))
         done = set()
         for path in self.directory.glob("chunk_*.npz"):
             index = int(path.stem.removeprefix("chunk_"))
             if index < self.n_chunks:
                 done.add(index)
         return done
+
+    def _clear_directory(self, *, resume: bool, overwrite: bool) -> None:
+        """Keep the chunk folder (same sweep, resuming) or remove it (a different sweep with
+        `overwrite`, or not resuming); a folder that is not a difsim chunk folder is never
+        removed."""
+        if self.directory.is_symlink() or not self.directory.is_dir():
+            raise SweepOutputError(
+                f"{self.directory} (where the chunks of {self.output} go) exists and is not a "
+                "folder; difsim never replaces it: move it away or choose another output path"
+            )
+        old = _read_manifest(self.directory / "manifest.json")
+        if old is None and not all(_chunk_store_file(p.name) for p in self.directory.iterdir()):
+            raise SweepOutputError(
+                f"{self.directory} (where the chunks of {self.output} go) exists and is not a "
+                "difsim chunk folder (no manifest); difsim never deletes it, not even with "
+                "overwrite=True: move it away or choose another output path"
+            )
+        if old is not None and old.get("hash") != self.hash and not overwrite:
+            raise SweepOutputError(self._mismatch(old))
+        if old is None or old.get("hash") != self.hash or not resume:
+            shutil.rmtree(self.directory)
 
     def _mismatch(self, old: dict | None) -> str:
         head = (
@@ -155,23 +177,41 @@ class ChunkStore:
         )
 
     def write(self, index: int, arrays: dict[str, np.ndarray]) -> None:
-        """Store chunk `index` atomically (temporary file, then rename)."""
-        atomic_write_stream(self._chunk_path(index), lambda f: np.savez(f, **arrays))
+        """Store chunk `index` atomically (temporary file, then rename), with its identity:
+        this sweep's hash, the index, and a checksum of both and of every array."""
+        identity = {
+            _SWEEP: np.asarray(self.hash),
+            _INDEX: np.asarray(index, np.int64),
+            _CHECKSUM: np.asarray(self._checksum(index, arrays)),
+        }
+        atomic_write_stream(self._chunk_path(index), lambda f: np.savez(f, **arrays, **identity))
 
     def read(self, index: int, length: int) -> dict[str, np.ndarray] | None:
-        """Chunk `index` (of `length` points), or `None` if its file is missing or not a
-        valid chunk."""
+        """Chunk `index` (of `length` points), or `None` if its file is missing, not a valid
+        chunk, or not chunk `index` of this sweep (e.g. another chunk's file copied over it)."""
         path = self._chunk_path(index)
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {name: data[name] for name in self.expected}
-        except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError):
+                identity = (str(data[_SWEEP]), int(data[_INDEX]), str(data[_CHECKSUM]))
+        except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile, EOFError):
             return None
         for name, (tail, dtype) in self.expected.items():
             a = arrays[name]
             if a.shape != (length, *tail) or a.dtype != np.dtype(dtype):
                 return None
+        if identity != (self.hash, index, self._checksum(index, arrays)):
+            logger.warning("%s is not chunk %d of this sweep: computing it again", path, index)
+            return None
         return arrays
+
+    def _checksum(self, index: int, arrays: dict[str, np.ndarray]) -> str:
+        digest = hashlib.sha256(f"{self.hash} {index}".encode())
+        for name in sorted(arrays):
+            a = np.ascontiguousarray(arrays[name])
+            digest.update(f"{name} {a.dtype.str} {a.shape}".encode())
+            digest.update(a.tobytes())
+        return digest.hexdigest()
 
     def discard(self, index: int) -> None:
         self._chunk_path(index).unlink(missing_ok=True)
@@ -229,6 +269,15 @@ def chunk_directory(output: str | os.PathLike) -> Path:
     """`runs/x.nc` → `runs/x.nc.chunks`: where the unfinished chunks of `output` live."""
     output = Path(output)
     return output.with_name(output.name + ".chunks")
+
+
+def _chunk_store_file(name: str) -> bool:
+    """Whether `name` is one a chunk folder holds: its manifest, chunks, temporary files."""
+    return (
+        name == "manifest.json"
+        or re.fullmatch(r"chunk_\d{7}\.npz", name) is not None
+        or (name.startswith(".") and ".tmp" in name)
+    )
 
 
 def _short(text: Any, n: int = 120) -> str:

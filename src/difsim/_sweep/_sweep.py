@@ -6,6 +6,7 @@
 and assembles the Dataset.
 """
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -22,6 +23,7 @@ import xarray as xr
 from jax.sharding import Mesh
 
 from difsim._core import Model
+from difsim._io import output_lock
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking, chunk_length, plan_chunking
 from difsim._sweep._layout import count_attrs, counts_from_file, status_counts
@@ -167,8 +169,22 @@ def run_sweep(
     # Processes given different configs would run different programs in lockstep and hang
     # or mix results: refuse on every process instead.
     dist.check_same_everywhere(setup.sweep_hash, "the sweep's settings")
-    prepare_store = lambda: finished_chunks(store, options.resume, options.overwrite)  # noqa: E731
-    done = agree(prepare_store, chunking.n_chunks)
+    with contextlib.ExitStack() as held:
+
+        def prepare_store() -> set[int] | None:
+            # On the writer, inside `agree`, so a refusal reaches every process at once.
+            if store is not None:
+                store.check()
+                held.enter_context(output_lock(output))
+            return finished_chunks(store, options.resume, options.overwrite)
+
+        done = agree(prepare_store, chunking.n_chunks)
+        return _run_prepared(model, spec, options, setup, mesh, chunking, done, store, start)
+
+
+def _run_prepared(model, spec, options, setup, mesh, chunking, done, store, start):
+    """[`run_sweep`][] once the store is prepared (and its output locked)."""
+    output, writer = options.output, store is not None
 
     def report(reused: int, computed: tuple[int, ...], counts: dict[int, int]) -> SweepReport:
         wall = time.perf_counter() - start
