@@ -1,7 +1,6 @@
 """The ensemble engine (`difsim._ensemble`): each method's order, agreement with diffrax
 (step for step) and with scipy, per-lane statuses, vector states, errors."""
 
-import diffrax as dfx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -122,8 +121,9 @@ def test_dense_output_accuracy():
 
 
 def test_status_per_lane():
-    # Lanes whose right-hand side turns NaN are NONFINITE (not MAX_STEPS after thousands of steps), lanes out
-    # of steps are MAX_STEPS, and the healthy lanes beside them are exact.
+    # Lanes whose right-hand side turns NaN are NONFINITE (not MAX_STEPS after thousands
+    # of steps), lanes out of steps are MAX_STEPS, and the healthy lanes beside them are
+    # exact.
     c = jnp.array([2.0, 0.5, 1.5, 0.3])
     sol = simulate_ensemble(Root(), {"c": c}, t0=0.0, t1=1.0, save="final", rtol=1e-8, atol=1e-8)
     status = [ds.Status(int(s)) for s in sol.status]
@@ -161,6 +161,28 @@ def test_vector_state_and_initial_state_from_parameters():
         np.testing.assert_allclose(ens.ys[var], ref.ys[var], rtol=1e-9, atol=1e-9)
     # One period later every orbit is back at perihelion (1 - e, 0).
     np.testing.assert_allclose(ens.ys["q1"][:, -1], 1 - e, atol=1e-7)
+
+
+class Lorenz96(ds.Model):
+    """Lorenz-96 with 6 sites: one array-valued state variable."""
+
+    forcing: float = 8.0
+    state = ds.State(x=ds.Var(jnp.array([1.01, 1.0, 1.0, 1.0, 1.0, 1.0])))
+
+    def rhs(self, t, s):
+        x = s.x
+        return dict(x=(jnp.roll(x, -1) - jnp.roll(x, 2)) * jnp.roll(x, 1) - x + self.forcing)
+
+
+@pytest.mark.parametrize("save", ["final", 4])
+def test_array_valued_state(save):
+    forcing = jnp.array([4.0, 8.0, 12.0])
+    kw = dict(t0=0.0, t1=1.0, save=save, rtol=1e-9, atol=1e-9)
+    ens = simulate_ensemble(Lorenz96(), {"forcing": forcing}, **kw)
+    ref = jax.vmap(lambda f: ds.simulate(Lorenz96(forcing=f), **kw))(forcing)
+    assert ens.ys["x"].shape == ref.ys["x"].shape == (3, 1 if save == "final" else 4, 6)
+    np.testing.assert_array_equal(ens.num_steps, ref.num_steps)
+    np.testing.assert_allclose(ens.ys["x"], ref.ys["x"], rtol=1e-10, atol=1e-10)
 
 
 def test_bad_input_is_a_clear_error():

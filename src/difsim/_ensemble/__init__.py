@@ -1,5 +1,5 @@
 """The ensemble engine: many trajectories of one model integrated as one batch, in
-structure-of-arrays layout (each state variable one array with the lanes last), with
+structure-of-arrays layout (each state variable one array with the lanes as its first axis), with
 per-lane adaptive steps. Depends on `_core` and `_status` only.
 """
 

@@ -22,8 +22,8 @@ from difsim._ensemble._field import Lanes
 def lane_rms(tree: Lanes) -> Float[Array, " lanes"]:
     """Root mean square over every entry of every variable, per lane."""
     leaves = jax.tree.leaves(tree)
-    total = sum(jnp.sum(x * x, axis=tuple(range(x.ndim - 1))) for x in leaves)
-    count = sum(x[..., 0].size for x in leaves)
+    total = sum(jnp.sum(x * x, axis=tuple(range(1, x.ndim))) for x in leaves)
+    count = sum(x[0].size for x in leaves)
     return jnp.sqrt(total / count)
 
 
@@ -38,7 +38,7 @@ def scaled_error(y0: Lanes, y1: Lanes, y_err: Lanes, rtol, atol) -> Float[Array,
 def all_finite(tree: Lanes) -> Bool[Array, " lanes"]:
     """Whether every entry of a lane is finite."""
     return jnp.stack(
-        [jnp.all(jnp.isfinite(x), axis=tuple(range(x.ndim - 1))) for x in jax.tree.leaves(tree)]
+        [jnp.all(jnp.isfinite(x), axis=tuple(range(1, x.ndim))) for x in jax.tree.leaves(tree)]
     ).all(axis=0)
 
 

@@ -53,7 +53,7 @@ class Carry(NamedTuple):
 
 
 def solve_block(field: BatchField, plan: Plan, points, t0, t1, ts, dt0) -> tuple[dict, dict]:
-    """Integrate one block. `points`: `{key: (*shape, lanes)}`; `ts`: save times `(time,)`
+    """Integrate one block. `points`: `{key: (lanes, *shape)}`; `ts`: save times `(time,)`
     or `None` (final state only); `dt0`: scalar or `None` (automatic first step).
 
     **Returns:** `(ys, stats)`: `ys = {var: (lanes, time, *shape)}` (NaN where not
@@ -62,13 +62,13 @@ def solve_block(field: BatchField, plan: Plan, points, t0, t1, ts, dt0) -> tuple
     """
     f = BlockRHS(field, points)
     y0 = field.initial(points)
-    lanes = jax.tree.leaves(y0)[0].shape[-1]
+    lanes = jax.tree.leaves(y0)[0].shape[0]
     dtype = field.dtype
     t = jnp.full((lanes,), t0, dtype)
     f0 = f(t, y0)
     h = jnp.minimum(t + (DIFFRAX_FIRST_STEP if dt0 is None else dt0), t1) - t
     n = 1 if ts is None else ts.shape[0]
-    saved = {k: jnp.full((lanes, n, *v.shape[:-1]), jnp.nan, dtype) for k, v in y0.items()}
+    saved = {k: jnp.full((lanes, n, *v.shape[1:]), jnp.nan, dtype) for k, v in y0.items()}
     ok = all_finite(y0) & all_finite(f0)
     carry = Carry(
         t, t + h, y0, f0,
@@ -83,8 +83,7 @@ def solve_block(field: BatchField, plan: Plan, points, t0, t1, ts, dt0) -> tuple
     carry = lax.while_loop(lambda c: jnp.any(c.status == RUNNING), body, carry)
     if ts is None:
         good = carry.status == Status.SUCCESS
-        ys = {k: jnp.where(per_lane(good, v), v, jnp.nan)[..., None] for k, v in carry.y.items()}
-        ys = {k: jnp.moveaxis(v, -2, 0) for k, v in ys.items()}
+        ys = {k: jnp.where(per_lane(good, v), v, jnp.nan)[:, None] for k, v in carry.y.items()}
     else:
         ys = carry.saved
     stats = dict(
@@ -139,9 +138,7 @@ def _save(c: Carry, plan: Plan, ts, dense: Any, ta, tb, ya: Lanes, yb: Lanes, ac
         else:
             value = plan.method.interpolate(dense, ta, tb, ya, yb, jnp.clip(t, ta, tb))
         row = jnp.where(todo, cursor, n)  # out of bounds: dropped
-        saved = {
-            k: saved[k].at[lane, row].set(jnp.moveaxis(value[k], -1, 0), mode="drop") for k in saved
-        }
+        saved = {k: saved[k].at[lane, row].set(value[k], mode="drop") for k in saved}
         return cursor + todo, saved
 
     cursor, saved = lax.while_loop(lambda s: jnp.any(pending(s[0])), write, (c.cursor, c.saved))

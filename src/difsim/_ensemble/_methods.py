@@ -33,7 +33,7 @@ class StepOut(eqx.Module):
 class AbstractEnsembleMethod(eqx.Module):
     """A method the ensemble engine integrates with.
 
-    `f(t, y) -> dy/dt` acts on a block: `t` is `(lanes,)`, `y` is `{var: (*shape, lanes)}`.
+    `f(t, y) -> dy/dt` acts on a block: `t` is `(lanes,)`, `y` is `{var: (lanes, *shape)}`.
     `h` is each lane's step, `(lanes,)` (0 for lanes that are finished).
     """
 
@@ -85,13 +85,14 @@ class ExplicitRK(AbstractEnsembleMethod):
         h = t1 - t0
         # diffrax's interpolants take increments h·k_i, stacked along a leading stage axis.
         k = {
-            name: jax.numpy.stack([per_lane(h, ki[name]) * ki[name] for ki in dense]) for name in y0
+            name: jax.numpy.stack([per_lane(h, ki[name]) * ki[name] for ki in dense], axis=1)
+            for name in y0
         }
 
         def one(t0, t1, y0, y1, k, t):
             return self.solver.interpolation_cls(t0=t0, t1=t1, y0=y0, y1=y1, k=k).evaluate(t)
 
-        return jax.vmap(one, in_axes=-1, out_axes=-1)(t0, t1, y0, y1, k, t)
+        return jax.vmap(one)(t0, t1, y0, y1, k, t)
 
 
 def _combine(y: Lanes | None, h, ks: list[Lanes], coeffs) -> Lanes:

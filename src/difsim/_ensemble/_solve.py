@@ -40,10 +40,11 @@ class Config:
 
 
 def default_block(n: int) -> int:
-    """Lanes per block: on a CPU, blocks whose working set fits in cache (measured in
-    `experiments/benchmarks/bench_ensemble.py`); on an accelerator, everything at once."""
+    """Lanes per block: on a CPU 256, so that a block's working set stays in a core's L1
+    cache (fastest of 64 ... N in `experiments/benchmarks/bench_ensemble.py --blocks`);
+    on an accelerator, everything at once."""
     if jax.default_backend() == "cpu":
-        return min(n, 1024)
+        return min(n, 256)
     return n
 
 
@@ -65,7 +66,7 @@ def _blocks(cfg: Config, dyn, points: dict, times: tuple) -> tuple[dict, dict]:
 
     def blocked(v):
         v = jnp.concatenate([v, jnp.repeat(v[-1:], pad, axis=0)]) if pad else v
-        return jnp.moveaxis(v.reshape(count, size, *v.shape[1:]), 1, -1)
+        return v.reshape(count, size, *v.shape[1:])
 
     t0, t1, ts = times
     run = lambda p: solve_block(field, cfg.plan, p, t0, t1, ts, cfg.dt0)  # noqa: E731
@@ -89,8 +90,8 @@ def _solve_jvp(cfg: Config, primals, tangents):
     t_leaves = jax.tree.leaves(t_dyn, is_leaf=_is_zero)
     live = [i for i, t in enumerate(t_leaves) if not _is_zero(t)]
     keys = [k for k in points if not _is_zero(t_points[k])]
-    out = solve(cfg, dyn, points, times)
     if not live and not keys:
+        out = solve(cfg, dyn, points, times)
         return out, _zero_tangents(out)
     n = next(iter(points.values())).shape[0]
 
@@ -98,11 +99,13 @@ def _solve_jvp(cfg: Config, primals, tangents):
         full = list(leaves)
         for i, leaf in zip(live, live_leaves):
             full[i] = leaf
-        return _blocks(cfg, jax.tree.unflatten(treedef, full), {**points, **live_points}, times)[0]
+        return _blocks(cfg, jax.tree.unflatten(treedef, full), {**points, **live_points}, times)
 
     args = ([leaves[i] for i in live], {k: points[k] for k in keys})
     basis, count = _basis(args, n)
-    jac = jax.vmap(lambda d: jax.jvp(f, args, d)[1])(basis)  # {var: (D, lanes, ...)}
+    # One loop computes the primal once and every tangent beside it: the primal does not
+    # depend on the direction, so vmap leaves it unbatched (out_axes=None).
+    out, (jac, _) = jax.vmap(lambda d: jax.jvp(f, args, d), out_axes=(None, 0))(basis)
     coef_shared = [jnp.ravel(t_leaves[i]) for i in live]
     coef_lane = [jnp.reshape(t_points[k], (n, -1)) for k in keys]
     d_shared = count
@@ -129,7 +132,9 @@ def _basis(args, n: int):
     eye = jnp.eye(total)
     out_shared, offset = [], 0
     for x, s in zip(shared, sizes):
-        out_shared.append(eye[:, offset : offset + s].reshape(total, *np.shape(x)).astype(x.dtype))
+        out_shared.append(
+            eye[:, offset : offset + s].reshape(total, *np.shape(x)).astype(jnp.result_type(x))
+        )
         offset += s
     out_lane = {}
     for k, v in lane.items():
