@@ -104,7 +104,21 @@ def step_flops(problem: Problem, lanes: int = 1024) -> dict:
         keep = lambda a, b: jnp.where(accept, a, b)  # noqa: E731
         return jax.tree.map(keep, out.y1, y), jax.tree.map(keep, out.f1, f0), tprev, tnext
 
-    return dict(rhs=_flops(rhs, t, y, p) / lanes, step=_flops(step, t, y, y, p) / lanes)
+    per_rhs = _flops(rhs, t, y, p) / lanes
+    size = sum(int(np.prod(s, dtype=int)) for s in shapes)
+    return dict(rhs=per_rhs, step=_flops(step, t, y, y, p) / lanes,
+                arithmetic=rk_arithmetic(method.solver.tableau, per_rhs, size))  # fmt: skip
+
+
+def rk_arithmetic(tableau, rhs: float, size: int) -> float:
+    """The arithmetic an explicit RK step cannot avoid, per lane: `stages - 1` right-hand
+    sides (FSAL), each stage's `y + h Σ a_j k_j` (`2m + 1` FLOPs per state entry for `m`
+    nonzero coefficients), the error estimate `h Σ e_j k_j` (`2m`) and the error norm's
+    `(e / (atol + rtol max(|y0|, |y1|)))²` summed (8 per entry)."""
+    rows = [*tableau.a_lower[:-1], tableau.b_sol]
+    combos = sum(2 * int(np.count_nonzero(r)) + 1 for r in rows)
+    error = 2 * int(np.count_nonzero(tableau.b_error))
+    return len(tableau.c) * rhs + size * (combos + error + 8)
 
 
 def _cpuinfo() -> dict[str, str]:
