@@ -61,6 +61,11 @@ def check_chunk_size(chunk_size: Any) -> int | None:
     return int(chunk_size)
 
 
+# How trajectories are integrated: "ensemble" (difsim's batched engine), "diffrax" (a
+# vmapped diffrax solve) or "auto" (the ensemble engine whenever the solve allows it).
+ENGINES = ("auto", "ensemble", "diffrax")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SweepOptions:
     """Everything [`sweep`][] takes besides the model and the spec, checked at construction.
@@ -107,6 +112,7 @@ class SweepOptions:
     progress: bool | None = None
     attrs: Mapping[str, Any] | None = None
     on_chunk: Callable[[int], None] | None = None
+    engine: str = "auto"
 
     def __post_init__(self):
         # Frozen: the normalised values are set once, here, through `object.__setattr__`.
@@ -124,6 +130,8 @@ class SweepOptions:
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.progress is not None and not isinstance(self.progress, bool | np.bool_):
             raise TypeError(f"progress must be True, False or None, got {self.progress!r}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.on_chunk is not None and not callable(self.on_chunk):
             raise TypeError(
                 f"on_chunk must be a function of the chunk index, got {self.on_chunk!r}"

@@ -19,6 +19,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
 from difsim._core import Model, SaveSpec, simulate, state_var
+from difsim._ensemble import run_ensemble
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking
 from difsim._sweep._observables import KeepPlan
@@ -38,10 +39,16 @@ class _Static:
     save: Any
     solver: SolverChoice
     keep: KeepPlan
+    engine: str
 
 
 def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
     model = eqx.combine(model_dyn, jax.tree.unflatten(static.model[0], static.model[1]))
+    if static.engine == "ensemble":
+        # Every lane at once; then what is kept, lane by lane (cheap: no solve).
+        sol = run_ensemble(model, points, times, static.solver.settings)
+        kept = jax.vmap(static.keep.evaluate)(sol.model, sol)
+        return dict(kept, status=sol.status, num_steps=sol.num_steps)
 
     def one(point):
         # `tree_at`, not `model.replace`: no re-run of `__init__`/`__check_init__`, whose
@@ -61,11 +68,26 @@ def _node(key: str) -> Callable[[Model], Any]:
     return lambda m: getattr(m, key)
 
 
+def _local_chunk(mesh: Mesh):
+    """`_chunk` run by each device on its own lanes: the ensemble engine's blocks and
+    loops are per device, never partitioned across devices by XLA."""
+    rep, batch = PartitionSpec(), PartitionSpec(dist.BATCH_AXIS)
+
+    def run(model_dyn, times, points, static):
+        local = lambda d, t, p: _chunk(d, t, p, static)  # noqa: E731
+        mapped = jax.shard_map(
+            local, mesh=mesh, in_specs=(rep, rep, batch), out_specs=batch, check_vma=False
+        )
+        return mapped(model_dyn, times, points)
+
+    return run
+
+
 @lru_cache(maxsize=8)
-def _compiled(mesh: Mesh):
+def _compiled(mesh: Mesh, engine: str):
     rep, batch = NamedSharding(mesh, PartitionSpec()), dist.batch_sharding(mesh)
     return jax.jit(
-        _chunk,
+        _local_chunk(mesh) if engine == "ensemble" else _chunk,
         static_argnums=3,
         in_shardings=(rep, rep, batch),
         out_shardings=batch,
@@ -84,7 +106,7 @@ def run_chunks(
     """Run chunks `todo` of `spec` over `mesh`; call `finished(i, arrays)` with chunk `i`'s
     results on the host (`{name: (length(i), *tail)}`, in the layout's dtypes) as each
     one finishes, in order."""
-    run = _compiled(mesh)
+    run = _compiled(mesh, setup.engine)
     rep, batch = NamedSharding(mesh, PartitionSpec()), dist.batch_sharding(mesh)
     model_dyn, model_static = eqx.partition(model, eqx.is_array)
     place = lambda x: None if x is None else dist.to_global(np.asarray(x), rep)  # noqa: E731
@@ -94,7 +116,9 @@ def run_chunks(
     # leaves without running `SaveSpec.__init__` (no second check).
     save = jax.tree.map(lambda v: place(np.asarray(v, dtype)), setup.save)
     leaves, treedef = jax.tree.flatten(model_static)
-    static = _Static((treedef, tuple(leaves)), spec.keys, times.save, setup.solver, setup.plan)
+    static = _Static(
+        (treedef, tuple(leaves)), spec.keys, times.save, setup.solver, setup.plan, setup.engine
+    )
     dtypes = {name: dt for name, (_, _, dt, _) in setup.layout.variables.items()}
     size = chunking.size
 

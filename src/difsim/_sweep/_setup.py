@@ -4,12 +4,21 @@ memory of one trajectory)."""
 
 import dataclasses
 import json
+import logging
 
 import jax.numpy as jnp
 import numpy as np
 
 from difsim import solvers
-from difsim._core import KEYS, Model, SaveSpec, resolve_solver_settings, solver_settings
+from difsim._core import (
+    KEYS,
+    Model,
+    SaveSpec,
+    SolverSettings,
+    resolve_solver_settings,
+    solver_settings,
+)
+from difsim._ensemble import unsupported
 from difsim._sweep._chunking import bytes_per_trajectory
 from difsim._sweep._layout import (
     OutputLayout,
@@ -22,6 +31,8 @@ from difsim._sweep._layout import (
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
 from difsim._sweep._spec import AbstractSweep
+
+logger = logging.getLogger("difsim")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +54,7 @@ class SweepSetup:
     layout: OutputLayout
     settings: dict[str, str]
     per_traj: int
+    engine: str = "diffrax"
 
     @property
     def sweep_hash(self) -> str:
@@ -77,13 +89,36 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
         dtype = np.dtype(jnp.result_type(float))
     plan = plan_keep(options.keep, type(model), state, times.n_saved, times.save_text)
     outputs = plan.outputs(model, times.n_saved, dtype)
-    described = settings(model, spec, times, solver, plan, dtype)
+    engine, fallback = choose_engine(options.engine, solver.settings)
+    # The engine is part of the result's identity: the two round differently, and a resumed
+    # sweep must not mix their chunks.
+    described = {**settings(model, spec, times, solver, plan, dtype), "engine": engine}
     attrs = sweep_attrs(model, spec, times, solver, plan, dtype, options.attrs)
+    attrs["engine"] = engine
+    if fallback:
+        attrs["engine_fallback"] = fallback
     attrs["sweep_hash"] = settings_hash(described)
     attrs["sweep_settings"] = json.dumps(described, sort_keys=True)
     layout = build_layout(model, spec, outputs, plan, times, dtype, attrs)
     per_traj = bytes_per_trajectory(model, outputs, times.n_saved, dtype)
-    return SweepSetup(times, save, solver, dtype, plan, layout, described, per_traj)
+    return SweepSetup(times, save, solver, dtype, plan, layout, described, per_traj, engine)
+
+
+def choose_engine(requested: str, settings: SolverSettings) -> tuple[str, str | None]:
+    """`(engine, why not the ensemble engine)` for `engine=requested`: `"auto"` takes the
+    ensemble engine whenever it supports the solve, and logs why when it does not.
+
+    **Raises:** `ValueError` for `"ensemble"` with a solve it does not support.
+    """
+    if requested == "diffrax":
+        return "diffrax", None
+    reason = unsupported(settings)
+    if reason is None:
+        return "ensemble", None
+    if requested == "ensemble":
+        raise ValueError(f"engine='ensemble' cannot run this sweep: {reason}; use engine='auto'")
+    logger.info("sweep: the diffrax engine runs this sweep (%s)", reason)
+    return "diffrax", reason
 
 
 def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:

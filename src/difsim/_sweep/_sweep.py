@@ -77,6 +77,7 @@ def sweep(
     overwrite: bool = False,
     progress: bool | None = None,
     attrs: Mapping[str, Any] | None = None,
+    engine: str = "auto",
 ) -> xr.Dataset | None:
     """Simulate `model` at every point of `spec` and return one labelled Dataset.
 
@@ -115,6 +116,11 @@ def sweep(
       of refusing.
     - `progress`: a progress bar (default: when stderr is a terminal).
     - `attrs`: extra global attributes for the Dataset (e.g. the config text).
+    - `engine`: `"auto"` (default) integrates with difsim's ensemble engine (all the lanes
+      of a chunk as one batch, several times faster; see `docs/sweeps.md`) whenever the
+      solver and controller allow it, else with diffrax; `"ensemble"` insists (an error
+      says why it cannot), `"diffrax"` always takes `jax.vmap` of [`simulate`][]. The
+      engine used, and why `"auto"` fell back, are in the Dataset's attributes.
 
     **Returns:** the `xarray.Dataset`: dims are the grid keys (each with its coordinate) or
     `sample` (with a coordinate per key); one variable per kept quantity, plus `status` and
@@ -126,7 +132,7 @@ def sweep(
         t0=t0, t1=t1, save=save, keep=keep, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         controller=controller, max_steps=max_steps, chunk_size=chunk_size,
         memory_budget=memory_budget, devices=devices, output=output, resume=resume,
-        overwrite=overwrite, progress=progress, attrs=attrs,
+        overwrite=overwrite, progress=progress, attrs=attrs, engine=engine,
     )  # fmt: skip
     dataset, _ = run_sweep(model, spec, options)
     return dataset
