@@ -125,6 +125,7 @@ def sweep_fn(problem: Problem, engine: str) -> Callable | None:
             engine=engine,
         )  # fmt: skip
         names = problem.model.initial_state().values
+        run.used = out.attrs.get("engine"), out.attrs.get("engine_fallback")
         return _stack({k: out[k].values for k in names})
 
     return run

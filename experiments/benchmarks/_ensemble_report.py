@@ -58,6 +58,10 @@ def _problem(title: str, rows: list[dict], rounds: int, markdown: bool) -> str:
     body = [cells for r in rows for cells in _size_rows(r)]
     loads = ", ".join(f"{r['load_before'][0]:.1f}/{r['load_after'][0]:.1f}" for r in rows
                       if r["load_before"] and r["load_after"])  # fmt: skip
+    used = {f"{k} → {e}" + (f" ({why})" if why else "")
+            for r in rows for k, (e, why) in r.get("engine_used", {}).items()}  # fmt: skip
+    if used:
+        loads += "; ds.sweep ran: " + ", ".join(sorted(used))
     return (
         f"{title}: medians of {rounds} interleaved rounds; errors vs float64 DOP853 "
         f"(rtol = atol = 1e-12) over {rows[0]['lanes_checked']} evenly spaced lanes; load "

@@ -102,6 +102,7 @@ def bench_size(problem: Problem, n: int, fns: dict, args, cost: dict) -> dict:
     row["wall"] = {k: Stats(v).as_dict() for k, v in wall.items()}
     row["cpu"] = {k: Stats(v).as_dict() for k, v in cpu.items()}
     row["errors"] = {k: errors(fn(values)[idx], ref) for k, fn in live.items()}
+    row["engine_used"] = {k: fn.used for k, fn in live.items() if hasattr(fn, "used")}
     for k in live:
         cost[k] = row["cpu"][k]["median"] / n
     if args.scipy:
