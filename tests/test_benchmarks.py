@@ -26,7 +26,9 @@ for name in sys.argv[2:]:
 
 
 def test_every_benchmark_script_imports():
-    assert {"bench_simulate.py", "bench_sweep.py", "bench_fit.py"} <= set(SCRIPTS)
+    assert {"bench_simulate.py", "bench_sweep.py", "bench_fit.py", "bench_ensemble.py"} <= set(
+        SCRIPTS
+    )
     done = subprocess.run(
         [sys.executable, "-c", LOADER, str(BENCHMARKS), *SCRIPTS],
         capture_output=True, text=True, timeout=300,

@@ -1,0 +1,184 @@
+"""Tables and verdicts of `bench_ensemble.py` (plain text for the terminal, Markdown for
+docs/benchmarks.md)."""
+
+from _common import format_table, seconds
+from _report import render_header as _base_header
+
+TARGET_SPEEDUP = 8.0  # ds.sweep (auto) vs raw diffrax vmap, CPU time, N = 1e4 and 1e5
+TARGET_SCIPY = 1000.0  # ds.sweep (auto) vs the scipy loop
+TARGET_OVERHEAD = 1.05  # ds.sweep (auto) vs the engine called directly
+TARGET_GRAD = 3.0  # a sweep loss's gradient vs its forward
+VMAP, ENGINE, AUTO = "d diffrax vmap", "a engine", "b sweep auto"
+
+
+def render_header(report: dict) -> str:
+    pk = report["peak"]
+    line = (
+        f"- vector peak (float32): {pk['vector_bits']}-bit × {pk['fma_units']} FMA × 2 × "
+        f"{pk['clock_hz'] / 1e9:.2f} GHz = {pk['per_core_flops'] / 1e9:.0f} GFLOP/s per core, "
+        f"{pk['machine_flops'] / 1e9:.0f} GFLOP/s for {pk['cores']} cores"
+        + (" (AVX-512 present; XLA emits 256-bit by default)" if pk["avx512"] else "")
+    )
+    return _base_header(report) + "\n" + line
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "n/a" if a is None or b is None else f"{a / b:.2f}"
+
+
+def _size_rows(r: dict) -> list[list[str]]:
+    n, cpu, wall = r["n"], r["cpu"], r["wall"]
+    ref_vmap = cpu.get(VMAP, {}).get("median")
+    ref_engine = cpu.get(ENGINE, {}).get("median")
+    rows = []
+    for name in cpu:
+        c, w, e = cpu[name]["median"], wall[name], r["errors"][name]
+        rows.append(
+            [f"{n:,}", name, seconds(c), f"{seconds(w['median'])} ({seconds(w['min'])})",
+             f"{n / c:,.0f}", _ratio(ref_vmap, c), _ratio(c, ref_engine),
+             f"{e['max']:.1e}", f"{e['median']:.1e}", seconds(r["first_call_s"][name])]
+        )  # fmt: skip
+    sp = r.get("scipy")
+    if sp:
+        c, e = sp["extrapolated_cpu_s"], sp["errors"]
+        rows.append(
+            [f"{n:,}", f"f scipy RK45 ({sp['lanes']} lanes, extrapolated)", seconds(c),
+             f"{seconds(sp['per_lane_s'])} per lane", f"{n / c:,.0f}", _ratio(ref_vmap, c),
+             _ratio(c, ref_engine), f"{e['max']:.1e}", f"{e['median']:.1e}", "n/a"]
+        )  # fmt: skip
+    for name, why in r["skipped"].items():
+        rows.append([f"{n:,}", name, "skipped: " + why] + ["n/a"] * 7)
+    return rows
+
+
+def _problem(title: str, rows: list[dict], rounds: int, markdown: bool) -> str:
+    head = ["N", "contender", "CPU median", "wall median (min)", "lanes per CPU-s",
+            "speed-up vs (d), CPU", "CPU / (a)", "max error", "median error",
+            "first call"]  # fmt: skip
+    body = [cells for r in rows for cells in _size_rows(r)]
+    loads = ", ".join(f"{r['load_before'][0]:.1f}/{r['load_after'][0]:.1f}" for r in rows
+                      if r["load_before"] and r["load_after"])  # fmt: skip
+    used = {f"{k} → {e}" + (f" ({why})" if why else "")
+            for r in rows for k, (e, why) in r.get("engine_used", {}).items()}  # fmt: skip
+    if used:
+        loads += "; ds.sweep ran: " + ", ".join(sorted(used))
+    return (
+        f"{title}: medians of {rounds} interleaved rounds; errors vs float64 DOP853 "
+        f"(rtol = atol = 1e-12) over {rows[0]['lanes_checked']} evenly spaced lanes; load "
+        f"average (1 min) before/after each size: {loads or 'n/a'}\n\n"
+        + format_table(head, body, markdown)
+    )
+
+
+def _blocks(b: dict, markdown: bool) -> str:
+    head = ["block size", "CPU median", "wall median (min)", "lanes per CPU-s",
+            "useful lane-steps"]  # fmt: skip
+    rows = [
+        [f"{r['block']:,}", seconds(r["cpu"]["median"]),
+         f"{seconds(r['wall']['median'])} ({seconds(r['wall']['min'])})",
+         f"{b['n'] / r['cpu']['median']:,.0f}", f"{100 * r['useful']:.1f} %"]
+        for r in b["rows"]
+    ]  # fmt: skip
+    return (
+        f"Engine block size, Lorenz N = {b['n']:,} (useful lane-steps: steps the lanes "
+        "needed over steps their blocks ran, a block running until its slowest lane is "
+        "done):\n\n" + format_table(head, rows, markdown)
+    )
+
+
+def _grad(g: dict, markdown: bool) -> str:
+    head = ["", "CPU median", "wall median (min)", "CPU / own forward"]
+    rows = []
+    for name, c in g["cpu"].items():
+        fwd = g["cpu"][name.split()[0] + " forward"]["median"]
+        w = g["wall"][name]
+        rows.append([name, seconds(c["median"]),
+                     f"{seconds(w['median'])} ({seconds(w['min'])})",
+                     f"{c['median'] / fwd:.2f}"])  # fmt: skip
+    agree = ", ".join(f"{k}: {v:.1e}" for k, v in g["agreement"].items())
+    return (
+        f"Gradients of sum(final state²) over the Lorenz sweep, N = {g['n']:,} (diffrax: "
+        "vmap, default RecursiveCheckpointAdjoint):\n\n"
+        + format_table(head, rows, markdown)
+        + f"\n\nEngine vs diffrax gradients, max |difference| / max |diffrax|: {agree}"
+    )
+
+
+def _flops(f: dict, peak: dict) -> str:
+    fl = f["flops"]
+    return (
+        f"Vector peak, Lorenz N = {f['n']:,}: XLA counts {fl['step']:.0f} FLOPs per lane per "
+        f"step ({fl['rhs']:.0f} per right-hand side); {f['steps']:,} steps taken in "
+        f"{seconds(f['cpu_s'])} CPU: {f['flop_rate'] / 1e9:.2f} GFLOP/s per busy core = "
+        f"{f['percent_core_peak']:.1f} % of one core's "
+        f"{peak['per_core_flops'] / 1e9:.0f} GFLOP/s. Counting only the Runge–Kutta "
+        f"arithmetic ({fl['arithmetic']:.0f} FLOPs per lane-step: right-hand sides, stage "
+        f"sums, error estimate and norm): {f['percent_core_peak_arithmetic']:.1f} %."
+    )
+
+
+def _hlo(h: dict, markdown: bool) -> str:
+    ops = list(next(iter(h.values()))["ops"])
+    head = ["step loop (N = 1,024)", "instructions", "passes", *ops]
+    rows = [[k, str(v["instructions"]), str(v["passes"]), *(str(v["ops"][o]) for o in ops)]
+            for k, v in h.items()]  # fmt: skip
+    return (
+        "Opcodes in the largest compiled while body (fused computations and nested loops "
+        "included; passes: the body's own non-trivial instructions):\n\n"
+        + format_table(head, rows, markdown)
+    )
+
+
+def render(report: dict, markdown: bool) -> str:
+    parts, rounds = [], report["rounds"]
+    if report.get("lorenz"):
+        parts.append(_problem("Lorenz", report["lorenz"], rounds, markdown))
+    if report.get("blocks"):
+        parts.append(_blocks(report["blocks"], markdown))
+    if report.get("lorenz96"):
+        parts.append(_problem("Lorenz-96 (40 variables)", report["lorenz96"], rounds, markdown))
+    if report.get("grad"):
+        parts.append(_grad(report["grad"], markdown))
+    if report.get("flops"):
+        parts.append(_flops(report["flops"], report["peak"]))
+    if report.get("hlo"):
+        parts.append(_hlo(report["hlo"], markdown))
+    return "\n\n".join(parts)
+
+
+def _verdict(ok: bool) -> str:
+    return "ok" if ok else "BELOW TARGET"
+
+
+def summary(report: dict) -> str:
+    lines = []
+    for r in report.get("lorenz", []):
+        cpu, n = r["cpu"], r["n"]
+        fast = AUTO if AUTO in cpu else ENGINE
+        if VMAP in cpu and fast in cpu:
+            s = cpu[VMAP]["median"] / cpu[fast]["median"]
+            lines.append(f"N = {n:,}: {fast} vs diffrax vmap {s:.1f}x (target >= "
+                         f"{TARGET_SPEEDUP:.0f}x) {_verdict(s >= TARGET_SPEEDUP)}")  # fmt: skip
+        if r.get("scipy") and fast in cpu:
+            s = r["scipy"]["extrapolated_cpu_s"] / cpu[fast]["median"]
+            lines.append(f"N = {n:,}: {fast} vs scipy {s:,.0f}x (target >= "
+                         f"{TARGET_SCIPY:.0f}x) {_verdict(s >= TARGET_SCIPY)}")  # fmt: skip
+        if AUTO in cpu and ENGINE in cpu:
+            o = cpu[AUTO]["median"] / cpu[ENGINE]["median"]
+            lines.append(f"N = {n:,}: sweep auto / engine = {o:.3f} (target <= "
+                         f"{TARGET_OVERHEAD}) {_verdict(o <= TARGET_OVERHEAD)}")  # fmt: skip
+    g = report.get("grad")
+    if g:
+        fwd = g["cpu"]["engine forward"]["median"]
+        for name in ("engine grad (sigma, beta)", "engine grad rho (per lane)"):
+            q = g["cpu"][name]["median"] / fwd
+            lines.append(f"{name} / forward = {q:.2f} (target <= {TARGET_GRAD:.0f}) "
+                         f"{_verdict(q <= TARGET_GRAD)}")  # fmt: skip
+    if report.get("flops"):
+        f = report["flops"]
+        lines.append(f"engine: {f['percent_core_peak']:.1f} % of one core's vector peak "
+                     f"(XLA's FLOP count), {f['percent_core_peak_arithmetic']:.1f} % "
+                     "(Runge–Kutta arithmetic only)")  # fmt: skip
+    if not report.get("sweep_engine"):
+        lines.append("ds.sweep has no engine= argument on this revision: (b), (c) skipped")
+    return "\n".join(lines)
