@@ -188,6 +188,7 @@ def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress: bool) 
             keep=list(sweep.keep) if isinstance(sweep.keep, tuple) else sweep.keep,
             chunk_size=sweep.chunk_size,
             memory_budget=sweep.budget,
+            engine=sweep.engine,
             output=nc_path,
             overwrite=experiment.output.overwrite,
             progress=progress,

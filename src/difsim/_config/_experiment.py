@@ -127,6 +127,7 @@ class SweepSpec:
     chunk_size: int | None = None
     memory_budget: str | int | None = None
     dim: str | None = None
+    engine: str = "auto"
     spec: AbstractSweep = dataclasses.field(compare=False, repr=False, kw_only=True)
     budget: int | None = dataclasses.field(default=None, compare=False, kw_only=True)
 
@@ -143,6 +144,7 @@ class SweepSpec:
             "chunk_size": self.chunk_size,
             "memory_budget": self.memory_budget,
             "dim": self.dim,
+            "engine": None if self.engine == "auto" else self.engine,
         }
         return {**{k: v for k, v in settings.items() if v is not None}, **self.entries}
 

@@ -199,6 +199,13 @@ SECTIONS: dict[str, Section] = {
             "dim": Key(
                 STRING, 'name of the one dimension of zip/random/lhs sweeps ("sample")', None
             ),
+            "engine": Key(
+                STRING,
+                "what integrates the trajectories: auto (the ensemble engine when the solver "
+                "allows it), ensemble or diffrax",
+                "auto",
+                lambda: ["auto", "ensemble", "diffrax"],
+            ),
         },
         parse_sweep,
         entries='the swept keys: a parameter name or "state.<var>" = values or a distribution',

@@ -142,6 +142,7 @@ def parse_sweep(values: dict[str, Any], parsed: dict[str, Any]) -> SweepSpec:
         chunk_size=values["chunk_size"],
         memory_budget=budget,
         dim=dim,
+        engine=values["engine"],
         spec=_build(kind, built, values["samples"], seed, dim),
         budget=None if budget is None else _budget_bytes(budget),
     )

@@ -20,7 +20,7 @@ from difsim._core import (
     solver_settings,
     state_var,
 )
-from difsim._ensemble._field import with_point
+from difsim._ensemble._field import node, with_point
 from difsim._ensemble._loop import Plan
 from difsim._ensemble._select import controller_for, method_for, unsupported
 from difsim._ensemble._solve import Config, default_block, solve
@@ -116,6 +116,9 @@ def run_ensemble(
 ) -> Solution:
     """The ensemble solve, everything already checked (what sweeps call under `jit`)."""
     method = method_for(settings)
+    # The swept values replace the model's own: no tangent (no wasted forward direction)
+    # for a parameter that every lane overrides.
+    model = with_point(model, {k: jax.lax.stop_gradient(node(k)(model)) for k in points})
     state = model.initial_state()
     values = [jnp.asarray(v) for v in state.values.values()]
     dtype = jnp.result_type(*values)
