@@ -67,6 +67,7 @@ DIFSIM = {
     "rfftn": "function",
     "run_config": "function",
     "simulate": "function",
+    "simulate_ensemble": "function",
     "solve_poisson": "function",
     "solvers": "module",
     "spectral_derivative": "function",

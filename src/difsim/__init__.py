@@ -24,6 +24,9 @@ from difsim._core import (
     simulate as simulate,
     steady_state as steady_state,
 )
+from difsim._ensemble import (
+    simulate_ensemble as simulate_ensemble,
+)
 from difsim._fit import (
     AbstractTransform as AbstractTransform,
     Bounded as Bounded,

@@ -46,7 +46,7 @@ def simulate_ensemble(
     Lane `i` is `model` with every `points[key][i]` put in place: `key` is a parameter
     name or `"state.<var>"` (an initial value). The result equals
     `jax.vmap(ds.simulate)` over the same models (same steps, same error control, to
-    rounding) and is several times faster: see the [sweeps guide](sweeps.md).
+    rounding) and is several times faster: see "The ensemble engine" in `docs/sweeps.md`.
 
     **Arguments:** as [`simulate`][], plus
     - `points`: `{key: values}`, each of shape `(lanes, *value_shape)` with the same

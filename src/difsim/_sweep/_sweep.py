@@ -89,10 +89,11 @@ def sweep(
     out.x.plot()          # final x against rho
     ```
 
-    Trajectories run as `jax.jit(jax.vmap(...))` over chunks of a fixed size (one
-    compilation), with the batch axis sharded over `devices`. Each trajectory is
-    `simulate(model.replace(**point), ..., throw=False)`: a failure gives that trajectory
-    its [`Status`][] and NaN values, and every other trajectory is kept.
+    Trajectories run in chunks of a fixed size (one compilation), with the batch axis
+    sharded over `devices`, each chunk integrated as one batch by the ensemble engine (or
+    by `jax.vmap` of [`simulate`][]: see `engine`). Each trajectory is solved as
+    `simulate(model.replace(**point), ..., throw=False)` would: a failure gives that
+    trajectory its [`Status`][] and NaN values, and every other trajectory is kept.
 
     **Arguments:**
 
