@@ -156,6 +156,8 @@ def test_sweep_really_was_sharded(sweeps):
 def test_sharded_equals_single_device(sweeps):
     _, datasets = sweeps
     sharded = datasets["sharded"]
+    # The default engine of this sweep is the ensemble engine, run per device.
+    assert {d.attrs["engine"] for d in datasets.values()} == {"ensemble"}
     assert dict(sharded.sizes) == {"rho": RHO.size, "beta": BETA.size}
     np.testing.assert_array_equal(sharded["rho"], RHO)
     assert int((sharded["status"] != 0).sum()) == 0
