@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.difsim-installed
 
-.PHONY: run test lint lint-imports wheel-check bench clean
+.PHONY: run test docs lint lint-imports wheel-check bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The documentation site (mkdocs.yml): concept pages, API reference, examples. --strict turns
+# every warning (a broken link or cross-reference, a missing page) into an error.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src models solvers tests experiments

@@ -19,7 +19,7 @@ class SpectralODETerm(dfx.AbstractTerm):
     pair per stage instead of two. Under `jit`, whichever of the two inputs `spectrum` does
     not read is never computed (XLA removes the unused transform).
 
-    Every other solver sees an ordinary [`diffrax.ODETerm`][] with `vector_field`.
+    Every other solver sees an ordinary `diffrax.ODETerm` with `vector_field`.
 
     **Arguments:**
 
