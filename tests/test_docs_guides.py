@@ -117,6 +117,17 @@ def test_sweeps_observable_is_the_rate_over_the_drive_frequency(run_doc):
     assert float(abs(locking.rotation.sel(F=0.0))) < 1e-12  # undriven, at rest: no rotation
 
 
+def test_sweeps_ensemble_gradient_matches_finite_differences(run_doc):
+    ns = run_doc("docs/sweeps.md")
+    model, eps = ns["ds"].models.Lorenz(), 1e-5
+    up = ns["ens_loss"](model.replace(sigma=10.0 + eps))
+    down = ns["ens_loss"](model.replace(sigma=10.0 - eps))
+    assert ns["ens"].ys["x"].shape == (1000, 1)
+    # The snippet solves at the default tolerance (1e-6): finite differences of it agree to
+    # ~1e-5 (tests/test_ensemble_grad.py checks 1e-6 at rtol 1e-10).
+    np.testing.assert_allclose(ns["ens_grads"].sigma, (up - down) / (2 * eps), rtol=1e-4)
+
+
 def test_sweeps_documented_signature_is_the_real_one(run_doc):
     sweeps = run_doc("docs/sweeps.md")
     documented = inspect.signature(sweeps["sweep"]).parameters
