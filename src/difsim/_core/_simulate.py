@@ -9,10 +9,12 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 
 from difsim import solvers
+from difsim._core._adjoint import forward_mode_error, forward_only
 from difsim._core._custom_types import RealScalarLike, SaveLike, Times
 from difsim._core._event import Event, to_diffrax_event
 from difsim._core._fixed_step import plan_scan, scan_solve
 from difsim._core._model import Model
+from difsim._core._nonfinite import guard_nonfinite
 from difsim._core._save import SaveSpec
 from difsim._core._solution import Solution
 from difsim._core._solver_settings import SolverSettings, solver_settings
@@ -115,6 +117,18 @@ def simulate(
     # Times take the state's (real) dtype: diffrax would otherwise promote a float32 state
     # to the float64 of Python-float times under x64, ignoring the precision the user chose.
     dtype = jnp.finfo(layout.dtype).dtype
+    try:
+        return _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout,
+                          progress, throw, sharding, scan_plan)  # fmt: skip
+    except TypeError as error:
+        explained = forward_mode_error(adjoint_obj, error)
+        if explained is None:
+            raise
+        raise explained from error
+
+
+def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout, progress,
+               throw, sharding, scan_plan) -> Solution:  # fmt: skip
     return _solve(
         model,
         None if ts is None else jnp.asarray(ts, dtype),
@@ -241,6 +255,7 @@ def _solve(
     if event is not None:
         t_end = sol.ts[1][0]
         y_end = {k: v[0] for k, v in layout.unpack(sol.ys[1], axis=1).items()}
+    out_ts, ys, t_end, y_end = forward_only(adjoint, (out_ts, ys, t_end, y_end))
     if throw:
         out_ts, ys, status, t_end, y_end = _raise_if_failed(
             type(model).__name__, out_ts, ys, status, t_end, y_end, sharded=sharding is not None
@@ -301,7 +316,7 @@ def _diffrax_solve(
         y0,
         args=model,
         saveat=saveat,
-        stepsize_controller=controller,
+        stepsize_controller=guard_nonfinite(controller),
         adjoint=adjoint,
         event=event,
         max_steps=max_steps,
