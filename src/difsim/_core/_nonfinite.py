@@ -5,6 +5,7 @@ again: when the vector field itself is non-finite there (a `log` of a variable t
 zero, a blow-up in finite time) no step size helps, and the solve creeps on with steps
 below the resolution of `t` until it has spent `max_steps`. [`NonfiniteGuard`][] wraps the
 controller and ends such a solve with diffrax's `RESULTS.nonfinite` (`Status.NONFINITE`).
+It also keeps a failed implicit step from poisoning the step size with NaN.
 """
 
 import diffrax as dfx
@@ -17,6 +18,9 @@ from jaxtyping import Array, Bool, Int
 # (by 5x for diffrax's PID controller): 40 of them shrink it by ~1e28, which no finite field
 # needs to become representable.
 MAX_NONFINITE_TRIES = 40
+# How much a step shrinks when the wrapped controller proposes a non-finite one: the
+# factor diffrax's PID controller applies to a rejected step by default (`factormin`).
+SHRINK = 0.2
 # A non-finite candidate from a step this many ulps of `t` long (or a NaN step) ends the
 # solve at once: a step cannot shrink much below the resolution of `t`.
 ULPS = 8
@@ -32,7 +36,8 @@ class NonfiniteGuard(dfx.AbstractAdaptiveStepSizeController):
     the solution can no longer be continued with finite values.
 
     Decisions are the wrapped `controller`'s, untouched, for every step with a finite
-    candidate (so a healthy solve is bitwise the same). A non-finite candidate is never
+    candidate and a finite proposed next step (so a healthy solve is bitwise the same); a
+    non-finite proposal becomes the last step times `SHRINK`. A non-finite candidate is never
     accepted; it ends the solve when the wrapped controller would have kept it, when the
     step was already negligible (at most `ULPS` ulps of `t`, or NaN), or when
     `MAX_NONFINITE_TRIES` candidates in a row were non-finite without `t` advancing.
@@ -68,6 +73,12 @@ class NonfiniteGuard(dfx.AbstractAdaptiveStepSizeController):
         keep, next_t0, next_t1, jump, inner_state, result = self.controller.adapt_step_size(
             t0, t1, y0, y1_candidate, args, y_error, error_order, inner_state
         )
+        # A failed implicit step can leave the wrapped controller proposing a NaN step
+        # (seen with diffrax's PID after a failed chord iteration): shrink the step
+        # instead, as for any rejection, rather than let NaN poison every later step.
+        prev_dt = t1 - t0
+        poisoned = ~jnp.isfinite(next_t1) & jnp.isfinite(prev_dt)
+        next_t1 = jnp.where(poisoned, next_t0 + SHRINK * prev_dt, next_t1)
         finite = _all_finite(y1_candidate)
         tries = _count_tries(finite, keep & (next_t0 > t0), tries)
         dt = jnp.abs(t1 - t0)

@@ -60,7 +60,9 @@ def simulate(
       the model's `solver_defaults` (e.g. ETDRK4 with a fixed step for a stiff PDE), else
       `"tsit5"`, or `"kvaerno5"` for models with `stiff = True`.
     - `rtol`, `atol`: relative/absolute tolerances of the adaptive step-size controller (and of
-      the nonlinear solves of implicit solvers); default 1e-6 (or the model's).
+      the nonlinear solves of implicit solvers); default 1e-6 (or the model's). Checked:
+      finite and positive, `rtol < 1`; `atol` may also be one value per state variable.
+      Leave both out when `controller` is an instance: it carries its own.
     - `dt0`: initial step (adaptive) or the step (fixed-step solvers, `controller="constant"`).
     - `controller`: `"pid"`, `"constant"`, or a diffrax controller (default: PID when the solver
       has an error estimate).
@@ -69,12 +71,13 @@ def simulate(
 
     Arguments left as `None` take the model's `solver_defaults`, then difsim's defaults.
     - `adjoint`: how `jax.grad` differentiates the solve: `"checkpoint"` (reverse mode with
-      recursive checkpointing; default), `"forward"` (forward mode; best for few parameters
-      and `jax.jacfwd`), `"backsolve"` (continuous adjoint, O(1) memory), `"direct"`, or a
-      diffrax adjoint.
+      recursive checkpointing; default), `"forward"` (forward mode only; best for few
+      parameters and `jax.jacfwd`), `"backsolve"` (continuous adjoint, O(1) memory; raises
+      if its backward solve fails), `"direct"` (both modes), or a diffrax adjoint.
     - `event`: an [`Event`][] (or a callable `(t, s, model) -> scalar`) that ends the solve.
     - `throw`: if `True` (default) a failed solve raises an error with a hint; if `False` the
       failure is reported in `Solution.status` and the failed values are NaN (what sweeps use).
+      A right-hand side that turns NaN/inf ends an adaptive solve there, `Status.NONFINITE`.
     - `progress`: show a progress bar (tqdm) while solving.
     - `sharding`: split the fields of a PDE model across devices, e.g.
       `ds.domain_sharding(model.grid)` (a `NamedSharding` for one field; state arrays with
