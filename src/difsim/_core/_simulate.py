@@ -22,7 +22,7 @@ from difsim._core._stability import check_explicit_step
 from difsim._core._state import State, is_finite_concrete
 from difsim._core._vector_field import Layout, SpectrumField, VectorField, check_rhs, check_spectrum
 from difsim._pde import constrain
-from difsim._status import Status, status_from_result
+from difsim._status import Status, max_steps_message, status_from_result
 
 
 def simulate(
@@ -260,9 +260,11 @@ def _solve(
         y_end = {k: v[0] for k, v in layout.unpack(sol.ys[1], axis=1).items()}
     out_ts, ys, t_end, y_end = forward_only(adjoint, (out_ts, ys, t_end, y_end))
     if throw:
+        mostly_rejected = sol.stats["num_rejected_steps"] > sol.stats["num_accepted_steps"]
         out_ts, ys, status, t_end, y_end = _raise_if_failed(
-            type(model).__name__, out_ts, ys, status, t_end, y_end, sharded=sharding is not None
-        )
+            type(model).__name__, out_ts, ys, status, t_end, y_end, sharded=sharding is not None,
+            hint=(_is_implicit(solver), mostly_rejected),
+        )  # fmt: skip
     return Solution(
         ts=out_ts,
         ys=constrain(ys, sharding, field_ndim),
@@ -350,19 +352,38 @@ def _blank_unreached(saved_ts, saved_ys, status, layout: Layout, final_only: boo
     return ys, status
 
 
-def _raise_if_failed(name: str, out_ts, ys, status, t_end, y_end, *, sharded: bool):
+def _raise_if_failed(name: str, out_ts, ys, status, t_end, y_end, *, sharded: bool, hint):
     """The outputs, guarded by a runtime error (with the status's message) if the solve
-    failed: `eqx.branched_error_if` on every output, so no read of them skips the check."""
+    failed: `eqx.branched_error_if` on every output, so no read of them skips the check.
+    `hint`: `(implicit, mostly_rejected)` (a static and a traced bool), for `MAX_STEPS`."""
     failed = ~((status == Status.SUCCESS) | (status == Status.EVENT))
     messages = [f"simulate({name}) failed [{s.name}]: {s.message}" for s in Status]
+    # MAX_STEPS's message depends on the solver and its rejections: two more entries.
+    implicit, mostly_rejected = hint
+    for rejected in (False, True):
+        text = max_steps_message(implicit, rejected)
+        messages.append(f"simulate({name}) failed [{Status.MAX_STEPS.name}]: {text}")
+    max_steps = status == Status.MAX_STEPS
+    status_index = jnp.where(max_steps, len(Status) + mostly_rejected.astype(status.dtype), status)
     # Guard every output: under an outer jit, a check attached to `ts` alone is dead
     # code (and silently dropped) whenever the caller only reads `ys`.
     if not sharded:
-        return eqx.branched_error_if((out_ts, ys, status, t_end, y_end), failed, status, messages)
+        return eqx.branched_error_if(
+            (out_ts, ys, status, t_end, y_end), failed, status_index, messages
+        )
     # The check's host callback would gather sharded fields onto one device: guard the
     # small outputs only (read `status` or `ts` to be sure it runs under jit).
-    out_ts, status, t_end = eqx.branched_error_if((out_ts, status, t_end), failed, status, messages)
+    out_ts, status, t_end = eqx.branched_error_if(
+        (out_ts, status, t_end), failed, status_index, messages
+    )
     return out_ts, ys, status, t_end, y_end
+
+
+def _is_implicit(solver) -> bool:
+    # Through wrappers (newton_krylov, diffrax.HalfSolver): their `solver` attribute.
+    while not isinstance(solver, dfx.AbstractImplicitSolver) and hasattr(solver, "solver"):
+        solver = solver.solver
+    return isinstance(solver, dfx.AbstractImplicitSolver)
 
 
 def _expand(mask, value):
