@@ -74,8 +74,8 @@ class NonfiniteGuard(dfx.AbstractAdaptiveStepSizeController):
             t0, t1, y0, y1_candidate, args, y_error, error_order, inner_state
         )
         # A failed implicit step can leave the wrapped controller proposing a NaN step
-        # (seen with diffrax's PID after a failed chord iteration): shrink the step
-        # instead, as for any rejection, rather than let NaN poison every later step.
+        # (seen with diffrax's PID and Kvaerno5's chord iterations on stiff van der Pol):
+        # shrink the step instead, as for any rejection, so NaN never poisons later steps.
         prev_dt = t1 - t0
         poisoned = ~jnp.isfinite(next_t1) & jnp.isfinite(prev_dt)
         next_t1 = jnp.where(poisoned, next_t0 + SHRINK * prev_dt, next_t1)
