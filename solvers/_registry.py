@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 import diffrax as dfx
 import optimistix as optx
 
+from difsim.solvers._backsolve import CheckedBacksolveAdjoint, checked_adjoint
 from difsim.solvers._etdrk4 import ETDRK4
 from difsim.solvers._linear_implicit import BackwardEuler, CrankNicolson
 
@@ -127,7 +128,8 @@ _ADJOINT_TABLE: dict[str, _Entry[dfx.AbstractAdjoint]] = {
     ),
     "forward": _Entry(dfx.ForwardMode, "forward mode: best for few parameters and jax.jacfwd"),
     "backsolve": _Entry(
-        dfx.BacksolveAdjoint, "continuous adjoint solved backwards in time: O(1) memory"
+        CheckedBacksolveAdjoint,
+        "continuous adjoint solved backwards in time: O(1) memory (not for stiff problems)",
     ),
 }
 
@@ -205,7 +207,9 @@ def make_controller(
 
 
 def make_adjoint(adjoint: str | dfx.AbstractAdjoint) -> dfx.AbstractAdjoint:
-    """A diffrax adjoint from a name in [`ADJOINTS`][] or an instance (returned as is)."""
+    """A diffrax adjoint from a name in [`ADJOINTS`][] or an instance (returned as is,
+    except that a `diffrax.BacksolveAdjoint` gets its backward solves checked: see
+    [`CheckedBacksolveAdjoint`][])."""
     if isinstance(adjoint, dfx.AbstractAdjoint):
-        return adjoint
+        return checked_adjoint(adjoint)
     return _resolve("adjoint", adjoint, _ADJOINT_TABLE).build()

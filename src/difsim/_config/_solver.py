@@ -5,7 +5,7 @@ from typing import Any
 from difsim import solvers
 from difsim._config._experiment import SolverSpec
 from difsim._config._schema import ConfigError
-from difsim._core import KEYS, Model, resolve_solver_settings
+from difsim._core import KEYS, Model, check_tolerance, resolve_solver_settings
 
 
 def parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
@@ -55,6 +55,11 @@ def solver_settings(cls: type[Model], values: dict[str, Any]) -> dict[str, Any]:
     """The one place a config resolves its solver settings (the given `[solver]` values,
     then the model's `solver_defaults`, then difsim's): `{key: value}` for `KEYS`."""
     given = {k: values[k] for k in KEYS if k != "solver"}
+    for key in ("rtol", "atol"):
+        try:
+            check_tolerance(key, given[key])  # the Python API's check, so both agree
+        except ValueError as error:
+            raise ConfigError(str(error), f"solver.{key}") from None
     try:
         return resolve_solver_settings(cls, solver=values["name"], **given)
     except (TypeError, ValueError) as error:

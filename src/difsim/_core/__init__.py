@@ -30,6 +30,7 @@ from difsim._core._solution import (
 )
 from difsim._core._solver_defaults import (
     KEYS as KEYS,
+    check_tolerance as check_tolerance,
     resolve_solver_settings as resolve_solver_settings,
 )
 from difsim._core._solver_settings import (

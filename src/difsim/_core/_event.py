@@ -4,6 +4,8 @@ from collections.abc import Callable
 
 import diffrax as dfx
 import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
 import optimistix as optx
 
 from difsim._core._vector_field import Layout
@@ -37,12 +39,14 @@ class _EventCondition(eqx.Module):
         return self.event.condition(t, self.layout.view(y), args)
 
 
-def to_diffrax_event(event: Event, layout: Layout, rtol: float, atol: float) -> dfx.Event:
+def to_diffrax_event(event: Event, layout: Layout, rtol, atol) -> dfx.Event:
     """A diffrax `Event` whose root is found with Newton's method at the solve's tolerances."""
     if not isinstance(event, Event):
         if callable(event):
             event = Event(event)
         else:
             raise TypeError(f"event must be a difsim.Event or a callable, got {event!r}")
+    if np.ndim(atol) != 0:
+        atol = jnp.min(atol)  # one per state variable: the root is a time, take the tightest
     root_finder = optx.Newton(rtol=rtol, atol=atol)
     return dfx.Event(_EventCondition(event, layout), root_finder, direction=event.direction)

@@ -9,10 +9,12 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 
 from difsim import solvers
+from difsim._core._adjoint import forward_mode_error, forward_only
 from difsim._core._custom_types import RealScalarLike, SaveLike, Times
 from difsim._core._event import Event, to_diffrax_event
 from difsim._core._fixed_step import plan_scan, scan_solve
 from difsim._core._model import Model
+from difsim._core._nonfinite import guard_nonfinite
 from difsim._core._save import SaveSpec
 from difsim._core._solution import Solution
 from difsim._core._solver_settings import SolverSettings, solver_settings
@@ -20,7 +22,7 @@ from difsim._core._stability import check_explicit_step
 from difsim._core._state import State, is_finite_concrete
 from difsim._core._vector_field import Layout, SpectrumField, VectorField, check_rhs, check_spectrum
 from difsim._pde import constrain
-from difsim._status import Status, status_from_result
+from difsim._status import Status, max_steps_message, status_from_result
 
 
 def simulate(
@@ -58,7 +60,9 @@ def simulate(
       the model's `solver_defaults` (e.g. ETDRK4 with a fixed step for a stiff PDE), else
       `"tsit5"`, or `"kvaerno5"` for models with `stiff = True`.
     - `rtol`, `atol`: relative/absolute tolerances of the adaptive step-size controller (and of
-      the nonlinear solves of implicit solvers); default 1e-6 (or the model's).
+      the nonlinear solves of implicit solvers); default 1e-6 (or the model's). Checked:
+      finite and positive, `rtol < 1`; `atol` may also be one value per state variable.
+      Leave both out when `controller` is an instance: it carries its own.
     - `dt0`: initial step (adaptive) or the step (fixed-step solvers, `controller="constant"`).
     - `controller`: `"pid"`, `"constant"`, or a diffrax controller (default: PID when the solver
       has an error estimate).
@@ -67,12 +71,13 @@ def simulate(
 
     Arguments left as `None` take the model's `solver_defaults`, then difsim's defaults.
     - `adjoint`: how `jax.grad` differentiates the solve: `"checkpoint"` (reverse mode with
-      recursive checkpointing; default), `"forward"` (forward mode; best for few parameters
-      and `jax.jacfwd`), `"backsolve"` (continuous adjoint, O(1) memory), `"direct"`, or a
-      diffrax adjoint.
+      recursive checkpointing; default), `"forward"` (forward mode only; best for few
+      parameters and `jax.jacfwd`), `"backsolve"` (continuous adjoint, O(1) memory; raises
+      if its backward solve fails), `"direct"` (both modes), or a diffrax adjoint.
     - `event`: an [`Event`][] (or a callable `(t, s, model) -> scalar`) that ends the solve.
     - `throw`: if `True` (default) a failed solve raises an error with a hint; if `False` the
       failure is reported in `Solution.status` and the failed values are NaN (what sweeps use).
+      A right-hand side that turns NaN/inf ends an adaptive solve there, `Status.NONFINITE`.
     - `progress`: show a progress bar (tqdm) while solving.
     - `sharding`: split the fields of a PDE model across devices, e.g.
       `ds.domain_sharding(model.grid)` (a `NamedSharding` for one field; state arrays with
@@ -115,6 +120,18 @@ def simulate(
     # Times take the state's (real) dtype: diffrax would otherwise promote a float32 state
     # to the float64 of Python-float times under x64, ignoring the precision the user chose.
     dtype = jnp.finfo(layout.dtype).dtype
+    try:
+        return _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout,
+                          progress, throw, sharding, scan_plan)  # fmt: skip
+    except TypeError as error:
+        explained = forward_mode_error(adjoint_obj, error)
+        if explained is None:
+            raise
+        raise explained from error
+
+
+def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout, progress,
+               throw, sharding, scan_plan) -> Solution:  # fmt: skip
     return _solve(
         model,
         None if ts is None else jnp.asarray(ts, dtype),
@@ -241,10 +258,13 @@ def _solve(
     if event is not None:
         t_end = sol.ts[1][0]
         y_end = {k: v[0] for k, v in layout.unpack(sol.ys[1], axis=1).items()}
+    out_ts, ys, t_end, y_end = forward_only(adjoint, (out_ts, ys, t_end, y_end))
     if throw:
+        mostly_rejected = sol.stats["num_rejected_steps"] > sol.stats["num_accepted_steps"]
         out_ts, ys, status, t_end, y_end = _raise_if_failed(
-            type(model).__name__, out_ts, ys, status, t_end, y_end, sharded=sharding is not None
-        )
+            type(model).__name__, out_ts, ys, status, t_end, y_end, sharded=sharding is not None,
+            hint=(_is_implicit(solver), mostly_rejected),
+        )  # fmt: skip
     return Solution(
         ts=out_ts,
         ys=constrain(ys, sharding, field_ndim),
@@ -301,7 +321,7 @@ def _diffrax_solve(
         y0,
         args=model,
         saveat=saveat,
-        stepsize_controller=controller,
+        stepsize_controller=guard_nonfinite(controller),
         adjoint=adjoint,
         event=event,
         max_steps=max_steps,
@@ -332,19 +352,38 @@ def _blank_unreached(saved_ts, saved_ys, status, layout: Layout, final_only: boo
     return ys, status
 
 
-def _raise_if_failed(name: str, out_ts, ys, status, t_end, y_end, *, sharded: bool):
+def _raise_if_failed(name: str, out_ts, ys, status, t_end, y_end, *, sharded: bool, hint):
     """The outputs, guarded by a runtime error (with the status's message) if the solve
-    failed: `eqx.branched_error_if` on every output, so no read of them skips the check."""
+    failed: `eqx.branched_error_if` on every output, so no read of them skips the check.
+    `hint`: `(implicit, mostly_rejected)` (a static and a traced bool), for `MAX_STEPS`."""
     failed = ~((status == Status.SUCCESS) | (status == Status.EVENT))
     messages = [f"simulate({name}) failed [{s.name}]: {s.message}" for s in Status]
+    # MAX_STEPS's message depends on the solver and its rejections: two more entries.
+    implicit, mostly_rejected = hint
+    for rejected in (False, True):
+        text = max_steps_message(implicit, rejected)
+        messages.append(f"simulate({name}) failed [{Status.MAX_STEPS.name}]: {text}")
+    max_steps = status == Status.MAX_STEPS
+    status_index = jnp.where(max_steps, len(Status) + mostly_rejected.astype(status.dtype), status)
     # Guard every output: under an outer jit, a check attached to `ts` alone is dead
     # code (and silently dropped) whenever the caller only reads `ys`.
     if not sharded:
-        return eqx.branched_error_if((out_ts, ys, status, t_end, y_end), failed, status, messages)
+        return eqx.branched_error_if(
+            (out_ts, ys, status, t_end, y_end), failed, status_index, messages
+        )
     # The check's host callback would gather sharded fields onto one device: guard the
     # small outputs only (read `status` or `ts` to be sure it runs under jit).
-    out_ts, status, t_end = eqx.branched_error_if((out_ts, status, t_end), failed, status, messages)
+    out_ts, status, t_end = eqx.branched_error_if(
+        (out_ts, status, t_end), failed, status_index, messages
+    )
     return out_ts, ys, status, t_end, y_end
+
+
+def _is_implicit(solver) -> bool:
+    # Through wrappers (newton_krylov, diffrax.HalfSolver): their `solver` attribute.
+    while not isinstance(solver, dfx.AbstractImplicitSolver) and hasattr(solver, "solver"):
+        solver = solver.solver
+    return isinstance(solver, dfx.AbstractImplicitSolver)
 
 
 def _expand(mask, value):

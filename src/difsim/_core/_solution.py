@@ -7,11 +7,12 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from difsim import solvers
 from difsim._core._model import Model
 from difsim._core._state import VarInfo
 from difsim._io import to_xarray
 from difsim._plot import plot
-from difsim._status import Status, library_message
+from difsim._status import Status, library_message, max_steps_message
 
 
 class Solution(eqx.Module):
@@ -73,11 +74,21 @@ class Solution(eqx.Module):
     def message(self) -> str:
         """Human-readable status of an unbatched solution, with diffrax's own words when they
         add to it."""
-        text = Status(int(self.status)).message
+        status = Status(int(self.status))
+        text = status.message
+        if status == Status.MAX_STEPS:
+            accepted, rejected = int(self.num_accepted_steps), int(self.num_rejected_steps)
+            info = solvers.solver_info(self.solver.lower()) if self._registered else None
+            text = max_steps_message(info and info.implicit, rejected > accepted)
+            text += f" ({accepted} steps accepted, {rejected} rejected)"
         if self.result is None or int(self.result) == 0:
             return text
         own = library_message(dfx.RESULTS, int(self.result))
         return text if not own or own in text else f"{text} (diffrax: {own})"
+
+    @property
+    def _registered(self) -> bool:
+        return self.solver.lower() in solvers.SOLVERS
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name in ("ys", "var_info"):

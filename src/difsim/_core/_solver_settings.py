@@ -8,13 +8,16 @@ are. The precedence of the caller's values, the model's `solver_defaults` and di
 
 import diffrax as dfx
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
 from difsim import solvers
 from difsim._core._custom_types import RealScalarLike
 from difsim._core._model import Model
-from difsim._core._solver_defaults import resolve_solver_settings
+from difsim._core._solver_defaults import check_tolerance, resolve_solver_settings
+from difsim._core._vector_field import Layout
 
 # State sizes above which named implicit solvers go matrix-free (solvers.newton_krylov).
 MATRIX_FREE_SIZE = 1000
@@ -30,7 +33,9 @@ class SolverSettings(eqx.Module):
     - `dt0`: the initial step (adaptive) or the step (fixed), in the model's time units;
       `None` lets diffrax pick the first step of an adaptive solve.
     - `rtol`, `atol`: tolerances of the controller, of implicit solvers' nonlinear solves
-      and of event location.
+      and of event location (a controller instance's own, when one was given); `atol` is a
+      number or, one per state variable, an array of shape `(n_vars, 1, ...)` that
+      broadcasts against the stacked state.
     - `max_steps`: most steps before the solve gives up with `Status.MAX_STEPS`.
     - `solver_requested`, `controller_requested`: the solver and controller as chosen
       before any object was built: a registered name, the instance given, or (controller
@@ -73,12 +78,20 @@ def solver_settings(
     Takes the model instance, not only its class: the size of its state decides whether a
     named implicit solver solves its stages matrix-free (above `MATRIX_FREE_SIZE` entries).
 
+    `atol` may be one number or one per state variable (a sequence in declaration order;
+    the variables must share one shape).
+
     **Raises:** `ValueError` for an unknown solver or controller name, an IMEX solver on a
-    model without `rhs_nonstiff`/`rhs_stiff`, or a fixed step without `dt0`.
+    model without `rhs_nonstiff`/`rhs_stiff`, a fixed step without `dt0`, a tolerance that
+    is not finite and positive (or an `rtol` of 1 or more), an `atol` whose length is not
+    the number of state variables, or `rtol`/`atol` given beside a controller instance
+    that carries its own.
     """
+    _check_controller_clash(controller, rtol=rtol, atol=atol)
     given = dict(solver=solver, controller=controller, dt0=dt0, rtol=rtol, atol=atol)
     requested = resolve_solver_settings(type(model), **given, max_steps=max_steps)
     name, rtol, atol, dt0 = (requested[k] for k in ("solver", "rtol", "atol", "dt0"))
+    atol = _atol_for_state(atol, model)
     solver_obj = solvers.make_solver(name)
     named = isinstance(name, str)
     if named and isinstance(solver_obj, dfx.AbstractImplicitSolver):
@@ -96,6 +109,12 @@ def solver_settings(
         requested["controller"], solver_obj, rtol=rtol, atol=atol, dt0=dt0
     )
     adaptive = isinstance(controller_obj, dfx.AbstractAdaptiveStepSizeController)
+    if adaptive and controller_obj is requested["controller"]:
+        # A controller instance brings its own tolerances: they are the solve's (events,
+        # fixed-step root finds), so what the settings say is what the controller does.
+        rtol, atol = controller_obj.rtol, controller_obj.atol
+        for key, value in (("rtol", rtol), ("atol", atol)):
+            check_tolerance(key, value, f"the controller's {key}")
     if named and isinstance(solver_obj, dfx.AbstractImplicitSolver) and not adaptive:
         # A named implicit solver takes its root-finder tolerances from an adaptive
         # controller; with fixed steps there is none (diffrax refuses): use rtol/atol.
@@ -114,3 +133,41 @@ def solver_settings(
         solver_requested=name,
         controller_requested=requested["controller"],
     )
+
+
+def _check_controller_clash(controller, **tolerances) -> None:
+    """A controller instance with its own tolerances would silently ignore `rtol`/`atol`."""
+    if not isinstance(controller, dfx.AbstractAdaptiveStepSizeController):
+        return
+    for key, value in tolerances.items():
+        if value is not None:
+            own = getattr(controller, key)
+            raise ValueError(
+                f"{key}={value!r} was given beside controller={type(controller).__name__}"
+                f"(..., {key}={own!r}), which carries its own {key}: remove the {key} "
+                f"argument, or build the controller with the {key} you want"
+            )
+
+
+def _atol_for_state(atol, model: Model):
+    """`atol` as the controller applies it: a number as is; one value per state variable
+    (checked against the state) shaped to broadcast against the stacked state
+    `(n_vars, *shape)`."""
+    if isinstance(atol, jax.core.Tracer) or np.ndim(atol) == 0:
+        return atol
+    state = model.initial_state()
+    name, n_vars = type(model).__name__, len(state.names)
+    if np.shape(atol) != (n_vars,):
+        raise ValueError(
+            f"atol has shape {np.shape(atol)}: give one number, or one per state variable of "
+            f"{name} (shape ({n_vars},), in the order {', '.join(state.names)})"
+        )
+    shapes = {np.shape(v) for _, v in state.items()}
+    if len(shapes) != 1:
+        raise ValueError(
+            f"a per-variable atol needs the state variables of {name} to share one shape; "
+            f"they have shapes {sorted(shapes)}: give one number"
+        )
+    (shape,) = shapes
+    dtype = jnp.finfo(Layout.of(state).dtype).dtype  # the state's precision, not x64's
+    return jnp.reshape(jnp.asarray(atol, dtype), (n_vars,) + (1,) * len(shape))
