@@ -135,7 +135,18 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
         solver=solver,
         controller=default_controller(solver, resolved["controller"]),
         rtol=float(resolved["rtol"]),
-        atol=float(resolved["atol"]),
+        atol=_scalar_atol(resolved["atol"]),
         dt0=resolved["dt0"],
         max_steps=int(resolved["max_steps"]),
     )
+
+
+def _scalar_atol(value) -> float:
+    # The solver settings are a static (hashed) argument of the compiled chunk: an array
+    # cannot be one yet.
+    if np.ndim(value):
+        raise ValueError(
+            "atol: ds.sweep takes one absolute tolerance; for one per state variable use "
+            "jax.vmap(ds.simulate)"
+        )
+    return float(value)
