@@ -209,7 +209,7 @@ def make_controller(
 def make_adjoint(adjoint: str | dfx.AbstractAdjoint) -> dfx.AbstractAdjoint:
     """A diffrax adjoint from a name in [`ADJOINTS`][] or an instance (returned as is,
     except that a `diffrax.BacksolveAdjoint` gets its backward solves checked: see
-    [`CheckedBacksolveAdjoint`][])."""
+    `CheckedBacksolveAdjoint`)."""
     if isinstance(adjoint, dfx.AbstractAdjoint):
         return checked_adjoint(adjoint)
     return _resolve("adjoint", adjoint, _ADJOINT_TABLE).build()
