@@ -165,6 +165,7 @@ def run_sweep(
     chunking = plan_chunking(
         spec.size, setup.per_traj, options.chunk_size, options.memory_budget,
         options.devices, mesh.devices.size, output if writer else None,
+        ensemble=setup.engine == "ensemble",
     )  # fmt: skip
     store = None if output is None or not writer else _chunk_store(output, setup, chunking)
     # Processes given different configs would run different programs in lockstep and hang
