@@ -19,8 +19,10 @@ from difsim._ensemble._field import Lanes
 
 # The method interface lives in `_method.py` so that methods in other modules (the
 # Rosenbrock method) subclass it while this table maps to them without an import cycle.
-from difsim._ensemble._method import AbstractEnsembleMethod as AbstractEnsembleMethod
-from difsim._ensemble._method import StepOut as StepOut
+from difsim._ensemble._method import (
+    AbstractEnsembleMethod as AbstractEnsembleMethod,
+    StepOut as StepOut,
+)
 from difsim._ensemble._rosenbrock import Rodas5P
 
 

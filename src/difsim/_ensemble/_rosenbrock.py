@@ -39,6 +39,11 @@ class UnrolledLU(NamedTuple):
     pivots: list[Int[Array, " lanes"]]
 
 
+def _swap(cond, a, b):
+    """`(b, a)` in the lanes where `cond`, `(a, b)` elsewhere."""
+    return jnp.where(cond, b, a), jnp.where(cond, a, b)
+
+
 def lu_unrolled(a: Float[Array, "n n lanes"]) -> UnrolledLU:
     """LU factorisation with partial pivoting of `(n, n, lanes)` matrices, unrolled."""
     n = a.shape[0]
@@ -73,7 +78,7 @@ def solve_unrolled(f: UnrolledLU, b: Float[Array, "n lanes"]) -> Float[Array, "n
     for k, piv in enumerate(f.pivots):
         for i in range(k + 1, n):
             swap = piv == i
-            x[k], x[i] = jnp.where(swap, x[i], x[k]), jnp.where(swap, x[k], x[i])
+            x[k], x[i] = _swap(swap, x[k], x[i])
     for i in range(n):
         for j in range(i):
             x[i] = x[i] - f.lu[i][j] * x[j]
