@@ -29,4 +29,5 @@ from difsim.solvers._registry import (
     solver_info as solver_info,
     wants_split_terms as wants_split_terms,
 )
+from difsim.solvers._rosenbrock import Rodas5P as Rodas5P
 from difsim.solvers._spectral_term import SpectralODETerm as SpectralODETerm

@@ -109,6 +109,7 @@ SOLVERS = {
     "CONTROLLERS": "dict",
     "CrankNicolson": "class",
     "ETDRK4": "class",
+    "Rodas5P": "class",
     "SOLVERS": "dict",
     "ScaledKrylov": "class",
     "SolverInfo": "class",

@@ -1,0 +1,162 @@
+r"""Rodas5P for the ensemble engine: a stiff Rosenbrock method for blocks of small
+systems, with the tableau of [`difsim.solvers.Rodas5P`][] (same equations, same numbers
+as one trajectory through diffrax).
+
+Per step and lane: one Jacobian $J$ (forward mode, [`BlockRHS.jacobian`][]), one LU
+factorisation of $I - \gamma h J$, then 8 stages, each one evaluation of the right-hand
+side and two triangular solves with that factorisation. The matrices are
+`(size, size, lanes)`: every lane has its own. For the small systems this method is for,
+the factorisation is unrolled when traced, in structure-of-arrays layout (each matrix
+entry one lane vector, partial pivoting by per-lane selects): it fuses with the stages
+and costs no call into LAPACK per lane. Above `UNROLLED_MAX` entries the trace would grow
+as `size³`, so the lanes move first and `jax.scipy.linalg.lu_factor` factorises them as a
+batch. (Timings in `experiments/benchmarks/bench_stiff_ensemble.py`.)
+"""
+
+from typing import Any, ClassVar, NamedTuple
+
+import jax.numpy as jnp
+from jax.scipy.linalg import lu_factor, lu_solve
+from jaxtyping import Array, Float, Int
+
+from difsim import solvers
+from difsim._ensemble._field import BlockRHS, Lanes, per_lane
+from difsim._ensemble._method import AbstractEnsembleMethod, StepOut
+
+# State sizes up to which the LU factorisation is unrolled (see the module docstring).
+UNROLLED_MAX = 10
+
+Row = list[Float[Array, " lanes"]]
+
+
+class UnrolledLU(NamedTuple):
+    """`P A = L U` of every lane, entry by entry: `lu[i][j]` is `(lanes,)` (`L` strictly
+    below the diagonal, unit diagonal implied; `U` on and above it), `inv_diag[i]` is
+    `1 / U[i][i]`, `pivots[k]` the row swapped with row `k` at elimination step `k`."""
+
+    lu: list[Row]
+    inv_diag: Row
+    pivots: list[Int[Array, " lanes"]]
+
+
+def _swap(cond, a, b):
+    """`(b, a)` in the lanes where `cond`, `(a, b)` elsewhere."""
+    return jnp.where(cond, b, a), jnp.where(cond, a, b)
+
+
+def lu_unrolled(a: Float[Array, "n n lanes"]) -> UnrolledLU:
+    """LU factorisation with partial pivoting of `(n, n, lanes)` matrices, unrolled."""
+    n = a.shape[0]
+    m = [[a[i, j] for j in range(n)] for i in range(n)]
+    inv_diag, pivots = [], []
+    for k in range(n):
+        best, piv = jnp.abs(m[k][k]), jnp.zeros(m[k][k].shape, jnp.int32) + k
+        for i in range(k + 1, n):
+            bigger = jnp.abs(m[i][k]) > best
+            best, piv = jnp.where(bigger, jnp.abs(m[i][k]), best), jnp.where(bigger, i, piv)
+        for i in range(k + 1, n):  # at most one of these swaps acts in each lane
+            swap = piv == i
+            for j in range(n):
+                m[k][j], m[i][j] = (
+                    jnp.where(swap, m[i][j], m[k][j]),
+                    jnp.where(swap, m[k][j], m[i][j]),
+                )
+        inv = 1 / m[k][k]
+        for i in range(k + 1, n):
+            m[i][k] = m[i][k] * inv
+            for j in range(k + 1, n):
+                m[i][j] = m[i][j] - m[i][k] * m[k][j]
+        inv_diag.append(inv)
+        pivots.append(piv)
+    return UnrolledLU(m, inv_diag, pivots)
+
+
+def solve_unrolled(f: UnrolledLU, b: Float[Array, "n lanes"]) -> Float[Array, "n lanes"]:
+    """`A x = b` for every lane, from [`lu_unrolled`][]'s factorisation."""
+    n = b.shape[0]
+    x = [b[i] for i in range(n)]
+    for k, piv in enumerate(f.pivots):
+        for i in range(k + 1, n):
+            swap = piv == i
+            x[k], x[i] = _swap(swap, x[k], x[i])
+    for i in range(n):
+        for j in range(i):
+            x[i] = x[i] - f.lu[i][j] * x[j]
+    for i in reversed(range(n)):
+        for j in range(i + 1, n):
+            x[i] = x[i] - f.lu[i][j] * x[j]
+        x[i] = x[i] * f.inv_diag[i]
+    return jnp.stack(x)
+
+
+def lu_batched(a: Float[Array, "n n lanes"]):
+    """LAPACK-style batched LU, lanes first: `(lu (lanes, n, n), pivots (lanes, n))`."""
+    return lu_factor(jnp.moveaxis(a, -1, 0))
+
+
+def solve_batched(f, b: Float[Array, "n lanes"]) -> Float[Array, "n lanes"]:
+    """`A x = b` for every lane, from [`lu_batched`][]'s factorisation."""
+    lu, piv = f
+    return lu_solve((lu, piv), b.T[..., None])[..., 0].T
+
+
+def factorise(a: Float[Array, "n n lanes"]):
+    """The factorisation used for `(n, n, lanes)` matrices: unrolled when `n` is small."""
+    if a.shape[0] <= UNROLLED_MAX:
+        return lu_unrolled(a)
+    return lu_batched(a)
+
+
+def solve(factors, b: Float[Array, "n lanes"]) -> Float[Array, "n lanes"]:
+    if isinstance(factors, UnrolledLU):
+        return solve_unrolled(factors, b)
+    return solve_batched(factors, b)
+
+
+def _combine(base, coeffs, ks: list[Array]):
+    """`base + Σ_j coeffs[j] ks[j]`, skipping zero coefficients when traced."""
+    for c, k in zip(coeffs, ks):
+        if c != 0:
+            base = base + float(c) * k
+    return base
+
+
+class Rodas5P(AbstractEnsembleMethod):
+    """Rodas5P (Steinebach 2023), Rosenbrock 5(4), L-stable and stiffly accurate, 4th-order
+    dense output: the ensemble twin of [`difsim.solvers.Rodas5P`][]. Per step: one
+    Jacobian and LU per lane, 8 evaluations of the right-hand side (7 stages after the
+    carried `f(t, y)`, and `f(t + h, y1)` for the next step)."""
+
+    name: ClassVar[str] = "rodas5p"
+    order: ClassVar[int] = 5
+    error_order: ClassVar[float] = 5
+    interpolant_order: ClassVar[int] = 4
+
+    def step(self, f: BlockRHS, t, y: Lanes, h, f0: Lanes) -> StepOut:
+        tab = solvers.Rodas5P.tableau
+        y0 = f.ravel(y)
+        hh = h[None]
+        n = y0.shape[0]
+        eye = jnp.eye(n, dtype=y0.dtype)[..., None]
+        factors = factorise(eye - tab.gamma * hh[None] * f.jacobian(t, y))
+        f_t = f.ravel(f.time_derivative(t, y))
+        ks: list[Array] = []
+        for i in range(tab.stages):
+            u = _combine(y0, tab.a[i], ks)
+            fi = f.ravel(f0 if i == 0 else f(t + tab.c[i] * h, f.unravel(u)))
+            rhs = hh * fi + _combine(hh * hh * tab.d[i] * f_t, tab.C[i], ks)
+            ks.append(solve(factors, tab.gamma * rhs))
+        y1 = f.unravel(u + ks[-1])
+        dense = tuple(f.unravel(_combine(jnp.zeros_like(y0), row, ks)) for row in tab.H)
+        return StepOut(y1=y1, y_err=f.unravel(ks[-1]), f1=f(t + h, y1), dense=dense)
+
+    def interpolate(self, dense: Any, t0, t1, y0: Lanes, y1: Lanes, t) -> Lanes:
+        empty = t1 == t0  # a lane that did not move: its `t` is `t0`
+        theta = jnp.where(empty, 0.0, (t - t0) / jnp.where(empty, 1.0, t1 - t0))
+        dense_output = solvers.Rodas5P.tableau.dense_output
+        return {
+            name: dense_output(
+                per_lane(theta, y0[name]), y0[name], y1[name], [k[name] for k in dense]
+            )
+            for name in y0
+        }
