@@ -6,7 +6,7 @@ without import cycles. Every name a config may use is listed in [`SOLVERS`][],
 [`CONTROLLERS`][] and [`ADJOINTS`][]; each entry builds a diffrax object. The PDE steppers
 ([`ETDRK4`][], [`CrankNicolson`][], [`BackwardEuler`][]) are diffrax solvers for a
 `MultiTerm(non-stiff, linear stiff)`; [`newton_krylov`][] makes an implicit solver
-matrix-free.
+matrix-free; [`Rodas5P`][] is a Rosenbrock method for small stiff systems.
 """
 
 from difsim.solvers._etdrk4 import ETDRK4 as ETDRK4

@@ -32,8 +32,7 @@ class SolverInfo:
     - `cls`: the diffrax solver class.
     - `order`: order of convergence for ODEs.
     - `adaptive`: whether it carries an embedded error estimate (usable with a PID controller).
-    - `implicit`: whether each step solves an implicit system (suited to stiff problems):
-      nonlinear (Newton) for the diffrax solvers, linear for Rosenbrock methods.
+    - `implicit`: whether each step solves a nonlinear system (suited to stiff problems).
     - `imex`: whether it needs the right-hand side split into non-stiff and stiff parts.
     - `description`: one line for `difsim solvers`.
     """
@@ -65,7 +64,7 @@ SOLVERS: dict[str, SolverInfo] = dict(
         _info("kvaerno3", dfx.Kvaerno3, 3, True, True, False, "ESDIRK 3(2), stiff"),
         _info("kvaerno4", dfx.Kvaerno4, 4, True, True, False, "ESDIRK 4(3), stiff"),
         _info("kvaerno5", dfx.Kvaerno5, 5, True, True, False, "ESDIRK 5(4), stiff"),
-        _info("rodas5p", Rodas5P, 5, True, True, False, "Rosenbrock 5(4), stiff, small systems"),
+        _info("rodas5p", Rodas5P, 5, True, False, False, "Rosenbrock 5(4): stiff, small systems"),
         _info("kencarp3", dfx.KenCarp3, 3, True, True, True, "IMEX ARK 3(2)"),
         _info("kencarp4", dfx.KenCarp4, 4, True, True, True, "IMEX ARK 4(3)"),
         _info("kencarp5", dfx.KenCarp5, 5, True, True, True, "IMEX ARK 5(4)"),
@@ -177,7 +176,7 @@ def make_solver(solver: str | dfx.AbstractSolver) -> dfx.AbstractSolver:
     if not isinstance(solver, str):
         raise TypeError(f"solver must be a name or a diffrax solver, got {type(solver).__name__}")
     info = _resolve("solver", solver, SOLVERS)
-    if issubclass(info.cls, dfx.AbstractImplicitSolver):
+    if info.implicit:
         # Chord (one Jacobian per nonlinear solve), tolerances from the step-size controller.
         # Not diffrax's default VeryChord: in diffrax 0.7.2 it reports benign iterations as
         # diverged, so Kvaerno5 takes ~10x the steps on Robertson and KenCarp4 stalls at
