@@ -53,8 +53,9 @@ def simulate_ensemble(
       number of lanes.
     - `block_size`: lanes integrated together (default: 1024 on a CPU, all on a GPU).
 
-    `solver` is one of `"tsit5"` (default), `"dopri5"`, `"bosh3"`, `"dopri8"` (or the
-    diffrax instance), with the adaptive PID controller.
+    `solver` is one of `"tsit5"` (default), `"dopri5"`, `"bosh3"`, `"dopri8"`, or
+    `"rodas5p"` for stiff models (a Rosenbrock method: one Jacobian and LU per lane and
+    step, for small systems), or the solver instance, with the adaptive PID controller.
 
     **Returns:** a [`Solution`][] whose every array has the lanes as leading axis (as
     under `jax.vmap`): `ys[var]` is `(lanes, time, *var_shape)`, `status` is `(lanes,)`.
