@@ -55,7 +55,7 @@ def test_sweep_spec_and_memory_budget_are_built_when_parsed():
     assert load_config(_with("sweep", {"rho": [1.0]})).sweep.budget is None
 
 
-def test_run_hands_the_parsed_sweep_to_run_sweep(monkeypatch):
+def test_run_hands_the_parsed_sweep_to_run_sweep(monkeypatch, tmp_path):
     exp = load_config(_with("sweep", {"rho": [1.0, 2.0], "memory_budget": "1KiB"}))
     seen = {}
 
@@ -68,7 +68,8 @@ def test_run_hands_the_parsed_sweep_to_run_sweep(monkeypatch):
 
     monkeypatch.setattr(run_module, "run_sweep", fake_run_sweep)
     with pytest.raises(Stop):
-        run_module.execute(exp, plot=False)
+        # An output of its own: the config's default path may hold another run's output.
+        run_module.execute(exp, output=tmp_path / "sweep.nc", plot=False)
     assert seen["spec"] is exp.sweep.spec and seen["memory_budget"] == 1024
     assert (seen["rtol"], seen["atol"], seen["solver"]) == (1e-8, 1e-8, "tsit5")
     assert (seen["t0"], seen["t1"], seen["save"]) == (0.0, 1.0, 11)
