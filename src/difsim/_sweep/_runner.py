@@ -18,8 +18,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from difsim._core import Model, SaveSpec, simulate, state_var
-from difsim._ensemble import run_ensemble
+from difsim._core import Model, SaveSpec, simulate
+from difsim._ensemble import run_ensemble, with_point
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking
 from difsim._sweep._observables import KeepPlan
@@ -51,21 +51,14 @@ def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
         return dict(kept, status=sol.status, num_steps=sol.num_steps)
 
     def one(point):
-        # `tree_at`, not `model.replace`: no re-run of `__init__`/`__check_init__`, whose
-        # Python checks could not look at traced values.
-        nodes = [_node(key) for key in static.keys]
-        m = eqx.tree_at(lambda m: [f(m) for f in nodes], model, [point[k] for k in static.keys])
+        # `with_point` (`tree_at`), not `model.replace`: no re-run of `__init__` or
+        # `__check_init__`, whose Python checks could not look at traced values.
+        m = with_point(model, point)
         # Times and solver settings were checked and resolved once, in `prepare`.
         sol = simulate(m, times, solver=static.solver.settings, throw=False)
         return dict(static.keep.evaluate(m, sol), status=sol.status, num_steps=sol.num_steps)
 
     return jax.vmap(one)(points)
-
-
-def _node(key: str) -> Callable[[Model], Any]:
-    if (var := state_var(key)) is not None:
-        return lambda m: m.state.values[var]
-    return lambda m: getattr(m, key)
 
 
 def _local_chunk(mesh: Mesh):
