@@ -37,6 +37,9 @@ NOT_COMPUTED = -1  # the status of a point whose chunk is not done
 BOOK = "difsim_store"  # the bookkeeping subgroup
 SUMS = f"{BOOK}/chunk_sha256"  # (n_chunks, 32) uint8: a chunk's SHA-256, zero until done
 DIGEST = 32
+# Uncompressed: a solver's values compress little (their low bits are noise), the store is
+# removed once the netCDF file is written, and zstd cost a third of a chunk's write time.
+CODECS = None
 
 
 def flat_dim(layout: OutputLayout) -> str:
@@ -107,7 +110,7 @@ def create(location: StoreLocation, layout: OutputLayout, size: int, attrs: dict
         group.create_array(
             name, shape=(n, *tail), chunks=(size, *(max(1, t) for t in tail)), dtype=dtype,
             fill_value=fill_value(dtype), dimension_names=(dim, *tdims),
-            attributes=_variable_attrs(name, vattrs, aux),
+            attributes=_variable_attrs(name, vattrs, aux), compressors=CODECS,
         )  # fmt: skip
     for name, (cdims, values) in coords.items():
         cattrs = json_attrs(dict(layout.coords[name][2]))
@@ -127,7 +130,7 @@ def create(location: StoreLocation, layout: OutputLayout, size: int, attrs: dict
     n_chunks = math.ceil(n / size)
     book = group.create_group(BOOK)
     book.create_array(SUMS.rsplit("/", 1)[1], shape=(n_chunks, DIGEST), chunks=(1, DIGEST),
-                      dtype=np.uint8, fill_value=0, compressors=None)  # fmt: skip
+                      dtype=np.uint8, fill_value=0, compressors=CODECS)  # fmt: skip
     consolidate(location)
 
 
