@@ -322,3 +322,20 @@ def test_a_store_location_difsim_did_not_create_is_never_replaced(tmp_path):
     (folder / "x" / "zarr.json.0123abcd.partial").write_text("{")
     _, report = _run(path)
     assert report.computed == (0, 1, 2, 3, 4) and not folder.exists()
+
+
+def test_a_config_names_the_store(tmp_path):
+    """`[output] store` reaches the sweep: a location holding someone else's folder is
+    refused, by name, before any work."""
+    store = tmp_path / "elsewhere.zarr"
+    store.mkdir()
+    (store / "notes.txt").write_text("mine")
+    config = {
+        "model": {"name": "lorenz"},
+        "time": {"t0": 0.0, "t1": 1.0, "save": "final"},
+        "sweep": {"rho": [1.0, 2.0]},
+        "output": {"path": str(tmp_path / "x.nc"), "store": str(store), "plot": False},
+    }
+    with pytest.raises(SweepOutputError, match=f"{store} .*is not a difsim sweep store"):
+        ds.run_config(config)
+    assert (store / "notes.txt").read_text() == "mine" and not (tmp_path / "x.nc").exists()

@@ -139,7 +139,7 @@ class ChunkStore:
             )  # fmt: skip
             attrs = zl.store_attrs(self.layout, identity)
             zl.create(self.location, self.layout, self.chunk_size, attrs)
-        self._open()
+            self._open(zl.open_group(self.location))
         return self.marked()
 
     def _keep_existing(self, *, resume: bool, overwrite: bool) -> bool:
@@ -169,16 +169,17 @@ class ChunkStore:
             )
         if found.get("hash") != self.hash and not overwrite:
             raise SweepOutputError(mismatch(where, self.output, self.settings, found))
-        if found.get("hash") == self.hash and resume:
+        if found.get("hash") == self.hash and found.get("format") == zl.FORMAT and resume:
             if zl.is_complete(group, self.layout, self.chunk_size):
-                if not zl.is_consolidated(where):  # killed in the last step of its creation
+                if not zl.is_consolidated(group):  # killed in the last step of its creation
                     zl.consolidate(where)
+                    group = zl.open_group(where)
+                self._open(group)
                 return True
         where.remove()
         return False
 
-    def _open(self) -> None:
-        group = zl.open_group(self.location)
+    def _open(self, group: Any) -> None:
         self._sums = group[zl.SUMS]
         # Every value is written, NaN included: zarr would otherwise skip a chunk equal to
         # the fill value, and read back its canonical NaN instead of the NaN computed.
@@ -197,10 +198,11 @@ class ChunkStore:
         reached = True
         if not dist.is_writer():
             try:
-                found = zl.identity(zl.open_group(self.location))
+                group = zl.open_group(self.location)
+                found = zl.identity(group)
                 reached = found is not None and found.get("hash") == self.hash
                 if reached:
-                    self._open()
+                    self._open(group)
             except Exception:  # a local path of another host, no credentials, ...
                 reached = False
         everyone = np.asarray(multihost_utils.process_allgather(np.asarray([reached])))
@@ -228,11 +230,13 @@ class ChunkStore:
         assert self._arrays is not None, "prepare() or join() opens the store"
         start, stop = self.span(index)
         digest = self._checksum(index, arrays)
-        region = slice(start, stop)
-        data = [n for n in self._order if n != "status"]
-        _gather(self._arrays[n].async_array.setitem(region, arrays[n]) for n in data)
-        self._arrays["status"][region] = arrays["status"]
-        self._sums[index] = np.frombuffer(digest, np.uint8)
+        put = lambda a, where, v: a.async_array.setitem(where, v)  # noqa: E731
+        region, data = slice(start, stop), [n for n in self._order if n != "status"]
+        _in_order(
+            [put(self._arrays[n], region, arrays[n]) for n in data],
+            [put(self._arrays["status"], region, arrays["status"])],
+            [put(self._sums, index, np.frombuffer(digest, np.uint8))],
+        )
 
     def read(self, index: int) -> dict[str, np.ndarray] | None:
         """Chunk `index`, or `None` if it is not done, does not read back, or is not chunk
@@ -240,11 +244,14 @@ class ChunkStore:
         assert self._arrays is not None, "prepare() or join() opens the store"
         start, stop = self.span(index)
         try:
-            stored = np.asarray(self._sums[index]).tobytes()
+            names = list(self._arrays)
+            row, *values = _in_order(
+                [self._sums.async_array.getitem(index)]
+                + [self._arrays[n].async_array.getitem(slice(start, stop)) for n in names]
+            )
+            stored = np.asarray(row).tobytes()
             if not any(stored):
                 return None
-            names = list(self._arrays)
-            values = _gather(self._arrays[n].async_array.getitem(slice(start, stop)) for n in names)
             arrays = {name: np.asarray(v) for name, v in zip(names, values)}
         except Exception:  # a torn or foreign object: zarr's and the codecs' errors vary
             logger.warning("chunk %d of %s does not read back: computing it again",
@@ -312,15 +319,20 @@ class ChunkStore:
         return counted
 
 
-def _gather(calls) -> list:
-    """Run zarr's asynchronous calls at once, on zarr's own event loop (one round trip
-    instead of one per array: a third less CPU time per chunk)."""
+def _in_order(*stages: list) -> list:
+    """Run stages of zarr's asynchronous calls on zarr's own event loop, in one round trip
+    from this thread (not one per array: about half the CPU time of a chunk's writes): the
+    calls of a stage at once, the stages one after the other. Returns the last stage's
+    results."""
     import asyncio
 
     from zarr.core.sync import sync
 
     async def run():
-        return await asyncio.gather(*calls)
+        results: list = []
+        for stage in stages:
+            results = await asyncio.gather(*stage)
+        return results
 
     return sync(run())
 

@@ -100,38 +100,54 @@ def create(location: StoreLocation, layout: OutputLayout, size: int, attrs: dict
     exist): the arrays, every coordinate, then the bookkeeping, then the consolidated
     metadata. The bookkeeping array is created after the coordinates are written, so its
     presence says the store was created completely ([`is_complete`][])."""
-    import zarr
+    from zarr.core.sync import sync
 
-    group = zarr.open_group(location.zarr_store(), mode="w-", zarr_format=3, attributes=attrs)
+    # One coroutine on zarr's event loop: the arrays are created, and the coordinates
+    # written, concurrently rather than one round trip each.
+    sync(_create(location, layout, size, attrs))
+    consolidate(location)
+
+
+async def _create(location: StoreLocation, layout: OutputLayout, size: int, attrs: dict):
+    import asyncio
+
+    import zarr.api.asynchronous as za
+
+    group = await za.open_group(
+        store=location.zarr_store(), mode="w-", zarr_format=3, attributes=attrs
+    )
     dim, n = flat_dim(layout), layout.size
     coords = _flat_coords(layout, dim)
     aux = [k for k, (dims, _) in coords.items() if dims != (k,)]
+    specs = {}
     for name, (tdims, tail, dtype, vattrs) in layout.variables.items():
-        group.create_array(
-            name, shape=(n, *tail), chunks=(size, *(max(1, t) for t in tail)), dtype=dtype,
+        specs[name] = dict(
+            shape=(n, *tail), chunks=(size, *(max(1, t) for t in tail)), dtype=dtype,
             fill_value=fill_value(dtype), dimension_names=(dim, *tdims),
-            attributes=_variable_attrs(name, vattrs, aux), compressors=CODECS,
+            attributes=_variable_attrs(name, vattrs, aux),
         )  # fmt: skip
     for name, (cdims, values) in coords.items():
-        cattrs = json_attrs(dict(layout.coords[name][2]))
-        if cdims == (dim,) and callable(values):  # a grid key's value at every point
-            array = group.create_array(name, shape=(n,), chunks=(size,), dtype=values(0, 0).dtype,
-                                       dimension_names=cdims, attributes=cattrs)  # fmt: skip
-            for a in range(0, n, size):
-                array[a : a + size] = values(a, min(n, a + size))
-        else:
-            values = np.asarray(values)
-            # Along the points (a random sweep's keys) in the data's chunks; others whole.
-            chunks = tuple(max(1, min(size, s) if cdims[:1] == (dim,) else s) for s in values.shape)
-            array = group.create_array(name, shape=values.shape, chunks=chunks,
-                                       dtype=values.dtype, dimension_names=cdims,
-                                       attributes=cattrs)  # fmt: skip
-            array[...] = values
-    n_chunks = math.ceil(n / size)
-    book = group.create_group(BOOK)
-    book.create_array(SUMS.rsplit("/", 1)[1], shape=(n_chunks, DIGEST), chunks=(1, DIGEST),
-                      dtype=np.uint8, fill_value=0, compressors=CODECS)  # fmt: skip
-    consolidate(location)
+        shape = (n,) if callable(values) else np.shape(values)
+        dtype = values(0, 0).dtype if callable(values) else np.asarray(values).dtype
+        # Along the points (a grid's or a random sweep's keys) in the data's chunks.
+        chunks = tuple(max(1, min(size, s) if cdims[:1] == (dim,) else s) for s in shape)
+        specs[name] = dict(shape=shape, chunks=chunks, dtype=dtype, dimension_names=cdims,
+                           attributes=json_attrs(dict(layout.coords[name][2])))  # fmt: skip
+    made = await asyncio.gather(
+        *(group.create_array(name, compressors=CODECS, **kw) for name, kw in specs.items())
+    )
+    arrays = dict(zip(specs, made))
+    whole = [arrays[k].setitem(slice(None), np.asarray(v)) for k, (_, v) in coords.items()
+             if not callable(v)]  # fmt: skip
+    await asyncio.gather(*whole)
+    along = {k: v for k, (_, v) in coords.items() if callable(v)}
+    for a in range(0, n, size):  # a grid key's value at every point, a chunk at a time
+        b = min(n, a + size)
+        await asyncio.gather(*(arrays[k].setitem(slice(a, b), v(a, b)) for k, v in along.items()))
+    book = await group.create_group(BOOK)
+    await book.create_array(SUMS.rsplit("/", 1)[1], shape=(math.ceil(n / size), DIGEST),
+                            chunks=(1, DIGEST), dtype=np.uint8, fill_value=0,
+                            compressors=CODECS)  # fmt: skip
 
 
 def _flat_coords(layout: OutputLayout, dim: str) -> dict[str, tuple[tuple[str, ...], Any]]:
@@ -167,25 +183,18 @@ def consolidate(location: StoreLocation) -> None:
 
 
 def open_group(location: StoreLocation, *, read_only: bool = False) -> Any:
-    """The store's root group, read from its own metadata (not the consolidated copy)."""
+    """The store's root group, with the metadata of every array in one read when the
+    consolidated copy is there (it never changes after the store's creation)."""
     import zarr
 
     return zarr.open_group(
         location.zarr_store(read_only=read_only), mode="r" if read_only else "r+",
-        zarr_format=3, use_consolidated=False,
+        zarr_format=3,
     )  # fmt: skip
 
 
-def is_consolidated(location: StoreLocation) -> bool:
-    import zarr
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Consolidated metadata", category=UserWarning)
-        try:
-            zarr.open_group(location.zarr_store(read_only=True), mode="r", use_consolidated=True)
-        except Exception:  # no consolidated metadata (or no store): zarr's errors vary
-            return False
-    return True
+def is_consolidated(group: Any) -> bool:
+    return group.metadata.consolidated_metadata is not None
 
 
 def identity(group: Any) -> dict[str, Any] | None:
