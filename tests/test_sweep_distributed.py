@@ -3,9 +3,10 @@
 Each process has 2 fake CPU devices, so each chunk is sharded over 4 devices in 2
 processes. Both processes run the same `ds.sweep` with the same output path; process 0
 creates the zarr store, each process writes its share of the chunks into it, and process 0
-assembles the netCDF file. The distributed sweep is first interrupted after two chunks (in both processes,
-through `run_sweep`'s `on_chunk` callback), then rerun: it must reuse those chunks,
-compute the rest and write the same file as a single process with one device. Scipy checks
+assembles the netCDF file. The distributed sweep is first interrupted after two chunks (in
+both processes, through `run_sweep`'s `on_chunk` callback), then rerun: it must reuse those
+chunks, compute the rest and write the same file as a single process with one device; with a
+store only process 0 can reach, process 0 writes every chunk, and the same file. Scipy checks
 a few trajectories independently. Last, `difsim run CONFIG` started twice with the
 `DIFSIM_*` variables must be one 2-process sweep too.
 """

@@ -140,6 +140,7 @@ class ChunkStore:
             attrs = zl.store_attrs(self.layout, identity)
             zl.create(self.location, self.layout, self.chunk_size, attrs)
             self._open(zl.open_group(self.location))
+            return set()  # a new store: nothing is done
         return self.marked()
 
     def _keep_existing(self, *, resume: bool, overwrite: bool) -> bool:
