@@ -190,6 +190,7 @@ def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress: bool) 
             memory_budget=sweep.budget,
             engine=sweep.engine,
             output=nc_path,
+            store=experiment.output.store,
             overwrite=experiment.output.overwrite,
             progress=progress,
             attrs={"config": experiment.to_toml(), RUN_ATTR: outputs.run},
