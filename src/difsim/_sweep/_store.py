@@ -56,7 +56,9 @@ class ChunkStore:
     **Arguments:** `output` (the netCDF path), `settings` (`{name: text}` of everything
     that determines the results, chunk size included; its hash identifies the chunks),
     `sizes` (number of points, chunk size), `expected` (`{name: (tail_shape, dtype)}`, to
-    validate chunk files on reading), `result_hash` (the hash the finished file carries).
+    validate chunk files on reading), `result_hash` (the hash the finished file carries),
+    `history` (the output's CF `history` line: the manifest keeps the first run's, so a
+    resumed sweep's file is the one an uninterrupted run would have written).
     """
 
     def __init__(
@@ -66,8 +68,10 @@ class ChunkStore:
         sizes: tuple[int, int],
         expected: dict[str, tuple[tuple[int, ...], Any]],
         result_hash: str,
+        history: str | None = None,
     ):
         self.output = Path(output)
+        self.history = history
         self.directory = chunk_directory(output)
         self.settings = dict(settings)
         self.hash = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
@@ -124,7 +128,11 @@ class ChunkStore:
             self.directory.mkdir(parents=True)
             manifest = dict(format=FORMAT, hash=self.hash, n_chunks=self.n_chunks)
             manifest["settings"] = self.settings
+            manifest["history"] = self.history
             atomic_write_text(self.directory / "manifest.json", json.dumps(manifest, indent=1))
+        else:  # resuming: the output records when the sweep began, not when it resumed
+            stored = _read_manifest(self.directory / "manifest.json") or {}
+            self.history = stored.get("history") or self.history
         done = set()
         for path in self.directory.glob("chunk_*.npz"):
             index = int(path.stem.removeprefix("chunk_"))

@@ -217,7 +217,8 @@ def _chunk_store(output: Path, setup: SweepSetup, chunking: Chunking) -> ChunkSt
     expected = {k: (tail, dt) for k, (_, tail, dt, _) in setup.layout.variables.items()}
     chunked = {**setup.settings, "chunk_size": str(chunking.size)}
     sizes = (chunking.n_points, chunking.size)
-    return ChunkStore(output, chunked, sizes, expected, setup.sweep_hash)
+    history = setup.layout.attrs.get("history")
+    return ChunkStore(output, chunked, sizes, expected, setup.sweep_hash, history)
 
 
 def _compute(
@@ -269,7 +270,8 @@ def _assemble(output: Path, setup: SweepSetup, store: ChunkStore) -> dict[int, i
                 counted[code] = counted.get(code, 0) + count
             yield i * size, i * size + n, data
 
-    write_netcdf(output, setup.layout, chunks(), lambda: count_attrs(counted))
+    history = {"history": store.history} if store.history else {}
+    write_netcdf(output, setup.layout, chunks(), lambda: {**history, **count_attrs(counted)})
     store.remove()
     return counted
 
