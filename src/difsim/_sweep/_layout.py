@@ -207,6 +207,7 @@ def sweep_attrs(
         sweep_size=spec.size,
         t0=times.t0,
         t1=times.t1,
+        time_units=time_attrs(cls.time_units)["units"],
         save=times.save if isinstance(times.save, str | int) else f"{times.n_saved} times",
         rtol=solver.rtol,
         atol=solver.atol,
