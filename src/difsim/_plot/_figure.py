@@ -44,7 +44,8 @@ def finish_figure(fig, title: str, path: str | Path | None):
     """Title and lay out `fig`; save it to `path` (PNG, 120 dpi) and return `None`, or return
     the figure when no path is given."""
     fig.suptitle(title)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     if path is not None:
         atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
         return None

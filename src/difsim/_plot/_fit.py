@@ -37,13 +37,15 @@ def plot_fit(dataset: xr.Dataset, path: str | Path | None = None):
         raise ValueError("the dataset holds no fitted curve (variables <name>_curve)")
     coord = dataset[names[0]].dims[0]
     log = dataset.attrs.get("noise") == "lognormal"
-    fig = Figure(figsize=(11.0, 2.9 * len(names) + 0.8))
+    fig = Figure(figsize=(11.0, max(3.3 * len(names) + 0.8, 6.0)), layout="constrained")
     grid = fig.add_gridspec(2 * len(names), 2, height_ratios=[3, 1] * len(names),
                             width_ratios=[1.6, 1])  # fmt: skip
     for j, name in enumerate(names):
         top = fig.add_subplot(grid[2 * j, 0])
         bottom = fig.add_subplot(grid[2 * j + 1, 0], sharex=top)
         _draw_observed(dataset, name, coord, top, bottom, log)
+        if j == 0:
+            top.legend(fontsize=8, loc="best")
     right = grid[:, 1].subgridspec(2, 1, height_ratios=[1, 1])
     text_ax = fig.add_subplot(right[0, 0])
     text_ax.axis("off")
@@ -74,12 +76,17 @@ def _draw_observed(dataset: xr.Dataset, name: str, coord: str, ax, res_ax, log: 
     ax.plot(x_dense, np.asarray(curve), "-", color="C1", lw=1.5, label="fit")
     ax.plot(np.asarray(dataset[coord]), np.asarray(data), "o", color="C0", ms=4, label="data")
     ax.set_ylabel(label(data))
-    ax.legend(fontsize=8, loc="best")
     ax.tick_params(labelbottom=False)
     if log:
         set_log_scale(ax, "y")
     residual = dataset[f"{name}_residual"]
     res_ax.axhline(0.0, color="0.5", lw=0.8)
     res_ax.plot(np.asarray(dataset[coord]), np.asarray(residual), "o", color="C0", ms=3)
-    res_ax.set_ylabel(f"residual [{residual.attrs.get('units', '1')}]", fontsize=8)
+    what = "log(data/fit)" if log else "data − fit"
+    res_ax.set_ylabel(f"{what} [{residual.attrs.get('units', '1')}]", fontsize=8)
     res_ax.set_xlabel(label(dataset[coord]))
+    x = np.asarray(dataset[coord], dtype=float)
+    if np.all(x == np.round(x)):  # whole numbers (years, days): no half ticks
+        from matplotlib.ticker import MaxNLocator
+
+        res_ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -27,6 +27,19 @@ def wrapped(da: xr.DataArray) -> np.ndarray:
     return out
 
 
+def angle_ticks(ax, axis: str, period: float) -> None:
+    """Ticks of a wrapped angle at each quarter turn (−π … π for radians), axis limits
+    one turn wide."""
+    half = period / 2
+    ticks = np.linspace(-half, half, 5)
+    if np.isclose(period, 2 * np.pi):
+        labels = ["−π", "−π/2", "0", "π/2", "π"]
+    else:
+        labels = [f"{t:g}" for t in ticks]
+    getattr(ax, f"set_{axis}ticks")(ticks, labels)
+    getattr(ax, f"set_{axis}lim")(-half * 1.04, half * 1.04)
+
+
 def phase_of(dataset: xr.Dataset, phase: tuple[str, str] | None) -> tuple[str, str] | None:
     """The phase portrait to draw: `phase`, else the model's declared one (`plot_phase`)."""
     if phase is not None:
@@ -62,7 +75,8 @@ def plot_series(
     from matplotlib.figure import Figure
 
     side = phase is not None or bool(invariants)
-    fig = Figure(figsize=(11.0 if side else 7.5, max(2.0 * len(names) + 0.8, 6.0 if side else 0)))
+    height = max(2.0 * len(names) + 0.8, 6.5 if side else 0)
+    fig = Figure(figsize=(11.0 if side else 7.5, height), layout="constrained")
     grid = fig.add_gridspec(len(names), 2 if side else 1, width_ratios=[1.25, 1] if side else None)
     axes = [fig.add_subplot(grid[i, 0]) for i in range(len(names))]
     for ax in axes[1:]:
@@ -99,8 +113,7 @@ def _draw_series(dataset: xr.Dataset, names: list[str], axes) -> None:
             ax.plot(time[keep], wrapped(da)[keep], lw=1.0)
             ax.set_ylabel(label(da))
             if WRAP_PERIOD in da.attrs:
-                half = da.attrs[WRAP_PERIOD] / 2
-                ax.set_ylim(-half * 1.05, half * 1.05)
+                angle_ticks(ax, "y", da.attrs[WRAP_PERIOD])
         elif da.ndim == 2:
             other = [d for d in da.dims if d != "time"][0]
             da.isel(time=keep).transpose(other, "time").plot(ax=ax, add_colorbar=True)
@@ -123,6 +136,9 @@ def _draw_phase(dataset: xr.Dataset, phase: tuple[str, str], ax) -> None:
     ax.plot([wrapped(x)[0]], [wrapped(y)[0]], "o", ms=4, color="C3", label="start")
     ax.set_xlabel(label(x))
     ax.set_ylabel(label(y))
+    for axis, da in (("x", x), ("y", y)):
+        if WRAP_PERIOD in da.attrs:
+            angle_ticks(ax, axis, da.attrs[WRAP_PERIOD])
     ax.legend(fontsize=8, loc="best")
     if dataset.attrs.get(PLOT_PHASE_ASPECT) == "equal":
         ax.set_aspect("equal", adjustable="datalim")
@@ -130,17 +146,19 @@ def _draw_phase(dataset: xr.Dataset, phase: tuple[str, str], ax) -> None:
 
 
 def _draw_drift(dataset: xr.Dataset, names: list[str], ax) -> None:
-    """|I(t) - I(0)| / |I(0)| of each invariant on a log axis (exact zeros left out)."""
+    """max over [t0, t] of |I(s) - I(0)| / |I(0)| for each invariant, on a log axis: the
+    envelope of the drift, readable where the drift itself oscillates at round-off."""
     time, keep, log = _time_axis(dataset)
     for name in names:
         values = np.asarray(dataset[name], dtype=float)
         drift = np.abs(values - values[0]) / max(abs(values[0]), np.finfo(float).tiny)
+        drift = np.fmax.accumulate(np.nan_to_num(drift, nan=np.inf))
         shown = keep & (drift > 0)
         long_name = dataset[name].attrs.get("long_name", name)
         ax.semilogy(time[shown], drift[shown], lw=0.8, label=long_name)
     ax.set_xlabel(label(dataset["time"]))
     ax.set_ylabel("relative drift [1]")
-    ax.set_title("|I(t) − I(0)| / |I(0)| of the invariants", fontsize=9)
+    ax.set_title("invariants: max relative drift |I − I(t₀)| / |I(t₀)| up to t", fontsize=9)
     ax.legend(fontsize=8, loc="best")
     if log:
         set_log_scale(ax, "x")
