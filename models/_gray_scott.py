@@ -54,7 +54,7 @@ class GrayScott(Model):
     F: float = param(0.046, units="1", description="feed rate of u")
     k: float = param(0.061, units="1", description="removal rate of v, minus F")
     noise: float = param(0.01, units="1", description="relative amplitude of initial noise")
-    seed: int = param(0, description="random seed of the initial noise")
+    seed: int = param(0, units="1", description="random seed of the initial noise")
     square: float = param(0.2, units="1", description="side of the perturbed square")
     grid: Grid = param(Grid.periodic((256, 256), (2.5, 2.5)), description="periodic 2-D grid")
     state = State(

@@ -65,7 +65,7 @@ class NavierStokes2D(Model):
     drag: float = param(0.1, units="1", description="linear drag coefficient mu")
     forcing: float = param(1.0, units="1", description="amplitude A of the force A sin(k_f y) x̂")
     k_f: float = param(4.0, units="1", description="wavenumber of the forcing")
-    seed: int = param(0, description="random seed of the initial vorticity")
+    seed: int = param(0, units="1", description="random seed of the initial vorticity")
     grid: Grid = param(
         Grid.periodic((256, 256), (2 * math.pi, 2 * math.pi)),
         description="periodic 2-D grid",

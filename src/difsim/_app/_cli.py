@@ -326,16 +326,23 @@ def _models() -> int:
         names = " ".join(getattr(state, "names", ()))
         rows.append((name, cls.__name__, names, plain_text(cls.__doc__ or "")))
     # The description column wraps at the terminal's width (120 when not a terminal):
-    # never cut, never wider than the screen.
+    # never cut, never wider than the screen. On a narrow screen it goes below its row.
     table = _table([r[:3] + ("",) for r in rows], ("name", "class", "state", "description"))
     lines = table.splitlines()
     indent = len(lines[0]) - len("description")
-    width = max(shutil.get_terminal_size((120, 24)).columns - indent, 30)
+    columns = shutil.get_terminal_size((120, 24)).columns
+    below = columns - indent < 30
+    if below:
+        indent, lines = 4, _table([r[:3] for r in rows], ("name", "class", "state")).splitlines()
+    width = max(columns - indent, 20)
     out = lines[:2]
     for line, row in zip(lines[2:], rows):
         wrapped = textwrap.wrap(row[3], width, break_on_hyphens=False) or [""]
-        out.append(line.rstrip().ljust(indent) + wrapped[0])
-        out += [" " * indent + more for more in wrapped[1:]]
+        if below:
+            out += [line.rstrip()] + [" " * indent + text for text in wrapped]
+        else:
+            out.append(line.rstrip().ljust(indent) + wrapped[0])
+            out += [" " * indent + more for more in wrapped[1:]]
     print("\n".join(out))
     return 0
 

@@ -13,6 +13,7 @@ from difsim._io._cf import (
     cf_attrs as cf_attrs,
     difsim_version as difsim_version,
     history_line as history_line,
+    parameter_attr as parameter_attr,
     per_time as per_time,
     recording_command as recording_command,
     time_attrs as time_attrs,

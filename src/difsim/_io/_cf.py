@@ -102,6 +102,19 @@ _TIME_UNITS = {"s", "second", "seconds", "sec", "ms", "us", "ns", "min", "minute
                "yr", "a"}  # fmt: skip
 
 
+# Global attributes CF gives a meaning: a model parameter of that name (Heat's `source`)
+# is stored as `parameter_<name>` instead.
+CF_GLOBALS = frozenset(
+    {"Conventions", "history", "source", "title", "institution", "references", "comment"}
+)
+
+
+def parameter_attr(name: str) -> str:
+    """The global attribute holding scalar parameter `name`: `name`, or
+    `parameter_<name>` where CF reserves `name` (e.g. `source`)."""
+    return f"parameter_{name}" if name in CF_GLOBALS else name
+
+
 def per_time(units: str, time_units: str | None) -> str:
     """The units of a rate of a quantity in `units`: `"m"` per `"s"` is `"m/s"`; per
     undeclared or dimensionless time (`None`, `"1"`) the units stay `units`."""

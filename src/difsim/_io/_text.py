@@ -5,6 +5,7 @@ a netCDF attribute shows them as Unicode instead (`$\\dot y = -k\\,y$` → `ẏ 
 """
 
 import re
+import unicodedata
 
 # Greek letters and the operators the zoo's docstrings use.
 _SYMBOLS = {
@@ -59,4 +60,6 @@ def plain_text(doc: str) -> str:
     text = re.sub(r"\$(.+?)\$", lambda m: _math(m.group(1)), text)
     text = re.sub(r"\[`?([^\]`]+)`?\]\[[^\]]*\]", r"\1", text)  # [`name`][] cross-references
     text = text.replace("`", "")
-    return re.sub(r"\s+", " ", text).strip()
+    # Composed characters where Unicode has them (y + combining dot → ẏ): terminals
+    # draw those reliably.
+    return unicodedata.normalize("NFC", re.sub(r"\s+", " ", text).strip())

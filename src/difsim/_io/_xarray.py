@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from difsim._io._cf import cf_attrs, time_attrs
+from difsim._io._cf import cf_attrs, parameter_attr, time_attrs
 from difsim._io._meta import (
     coord_attrs,
     invariant_variables,
@@ -143,8 +143,9 @@ def _add_parameters(model, status, batch_dims, batch_coords, attrs, coords, data
         value = np.asarray(value)
         batched = value.ndim > 0 and value.shape == status.shape
         if value.ndim == 0 or (batched and np.all(value == value.reshape(-1)[0])):
-            attrs[pname] = value.reshape(-1)[0].item()
-            attrs[f"{pname}_units"] = info["units"]
+            key = parameter_attr(pname)
+            attrs[key] = value.reshape(-1)[0].item()
+            attrs[f"{key}_units"] = info["units"]
         elif batched and pname in batch_coords:
             # Swept over a batch axis named after it: the coordinate carries the values.
             coords[pname] = (pname, coords[pname][1], info)

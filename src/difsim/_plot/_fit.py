@@ -60,7 +60,7 @@ def plot_fit(dataset: xr.Dataset, path: str | Path | None = None):
     history = np.asarray(dataset["loss_history"], dtype=float)
     finite = np.isfinite(history) & (history > 0)
     loss_ax.semilogy(np.flatnonzero(finite), history[finite], lw=1.2)
-    loss_ax.set_xlabel("optimizer step")
+    loss_ax.set_xlabel("optimizer step [1]")
     loss_ax.set_ylabel("loss [1]")
     loss_ax.set_title("loss history", fontsize=9)
     title = f"{dataset.attrs.get('model', '')} fit ({dataset.attrs.get('optimizer', '')}): "

@@ -188,6 +188,10 @@ def plot_sweep(dataset: xr.Dataset, path: str | Path | None = None):
     title = f"{dataset.attrs.get('model', '')}: {kind} sweep of {', '.join(keys)}"
     title += f" ({int(status.size)} trajectories"
     title += f", {int(failed.sum())} failed)" if failed.any() else ")"
+    if str(dataset.attrs.get("keep", "")) == "final" and "t1" in dataset.attrs:
+        units = str(dataset.attrs.get("time_units", "1"))
+        title += f"; state at t = {float(dataset.attrs['t1']):g}"
+        title += "" if units == "1" else f" {units}"
     if selection:
         title += "  at " + ", ".join(f"{d} = {float(dataset[d]):g}" for d in selection)
     return finish_figure(fig, title, path)

@@ -30,6 +30,7 @@ from difsim._io import (
     difsim_version,
     model_title,
     param_attrs,
+    parameter_attr,
     time_attrs,
     var_attrs,
 )
@@ -230,8 +231,9 @@ def _fixed_values(model, spec) -> dict[str, Any]:
         value = np.asarray(value)
         if name in swept or value.ndim != 0:
             continue
-        attrs[name] = value.item()
-        attrs[f"{name}_units"] = param_attrs(cls.parameter_info(name))["units"]
+        key = parameter_attr(name)
+        attrs[key] = value.item()
+        attrs[f"{key}_units"] = param_attrs(cls.parameter_info(name))["units"]
     for name, value in model.initial_state().items():
         if state_key(name) not in swept and np.ndim(value) == 0:
             attrs[f"initial_{name}"] = float(np.asarray(value))

@@ -1,0 +1,139 @@
+"""Figures follow the conventions the model declares: log time for kinetics, wrapped angles,
+phase portraits (equal aspect for orbits), invariant drift, units on every axis; sweep
+panels name the time of the state; fit figures show estimates ± standard errors, residuals
+and a prediction band. Checked on the matplotlib objects, not on pixels."""
+
+import os
+import re
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import xarray as xr
+
+import difsim as ds
+from difsim._io import plain_text
+from difsim.models import MODELS, DampedDrivenPendulum, Kepler, Lorenz, Robertson
+
+UNITS = re.compile(r"\[[^\]]+\]$")
+
+
+def _labelled_axes(fig):
+    """Every (label text) on the figure's axes that is drawn, for the units check."""
+    for ax in fig.axes:
+        if not ax.axison:
+            continue
+        for text in (ax.get_xlabel(), ax.get_ylabel()):
+            if text:
+                yield text
+
+
+def _units_everywhere(fig) -> list[str]:
+    return [text for text in _labelled_axes(fig) if not UNITS.search(text)]
+
+
+def test_stiff_kinetics_on_a_log_time_axis():
+    ts = jnp.concatenate([jnp.zeros(1), jnp.logspace(-4, 3, 15)])
+    fig = ds.plot(ds.simulate(Robertson(), t=ts))  # a Solution, not only a Dataset
+    series = [ax for ax in fig.axes if ax.get_xscale() == "log"]
+    assert len(series) == 3 and _units_everywhere(fig) == []
+    (line,) = series[0].lines
+    np.testing.assert_array_equal(line.get_xdata(), np.asarray(ts[1:]))  # t = 0 left out
+
+
+@pytest.fixture(scope="module")
+def kepler_figure():
+    sol = ds.simulate(Kepler(), t=jnp.linspace(0.0, 2 * np.pi, 60), rtol=1e-9, atol=1e-9)
+    return sol, sol.plot()  # the model's phase, without naming it
+
+
+def test_an_orbit_has_equal_aspect_and_an_invariant_drift_panel(kepler_figure):
+    sol, fig = kepler_figure
+    (phase,) = [ax for ax in fig.axes if ax.get_title() == "phase portrait"]
+    assert phase.get_aspect() == 1.0
+    assert (phase.get_xlabel(), phase.get_ylabel()) == ("q1 [1]", "q2 [1]")
+    (drift,) = [ax for ax in fig.axes if ax.get_title().startswith("invariants")]
+    assert drift.get_yscale() == "log" and _units_everywhere(fig) == []
+    # The plotted drift is the running maximum of |H(t) - H(0)| / |H(0)| of the saved
+    # states, from the closed form of H.
+    q1, q2, p1, p2 = (np.asarray(sol.ys[k]) for k in ("q1", "q2", "p1", "p2"))
+    energy = 0.5 * (p1**2 + p2**2) - 1 / np.hypot(q1, q2)
+    expected = np.maximum.accumulate(np.abs(energy - energy[0]) / abs(energy[0]))
+    line = next(li for li in drift.lines if li.get_label() == "total energy H")
+    shown = expected > 0
+    # (H is recomputed here in another order of operations: round-off of ~1e-16 apart.)
+    np.testing.assert_allclose(line.get_ydata(), expected[shown], rtol=1e-6, atol=1e-15)
+
+
+def test_angles_are_wrapped_into_one_turn():
+    sol = ds.simulate(DampedDrivenPendulum(), t=jnp.linspace(0.0, 60.0, 600))
+    theta = np.asarray(sol.ys["theta"])
+    assert np.ptp(theta) > 2 * np.pi  # it does go over the top
+    fig = ds.plot(sol.to_xarray())
+    (line,) = fig.axes[0].lines
+    shown = line.get_ydata()
+    finite = np.isfinite(shown)
+    assert np.all(np.abs(shown[finite]) <= np.pi)
+    # Wrapped, not changed: each shown value is the angle modulo a full turn.
+    np.testing.assert_allclose(np.cos(shown[finite]), np.cos(theta[finite]), atol=1e-12)
+    assert np.isnan(shown).sum() >= 1  # the line breaks where it wraps
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["−π", "−π/2", "0", "π/2", "π"]
+    assert fig.axes[-1].get_xlabel() == "theta [rad]"  # the model's phase portrait
+
+
+def test_phase_given_or_declared_and_checked():
+    data = ds.simulate(Lorenz(), t=jnp.linspace(0.0, 1.0, 11)).to_xarray()
+    declared = ds.plot(data)
+    assert declared.axes[-1].get_xlabel() == "x [1]" and declared.axes[-1].get_ylabel() == "z [1]"
+    chosen = ds.plot(data, phase=("y", "z"))
+    assert chosen.axes[-1].get_xlabel() == "y [1]"
+    with pytest.raises(ValueError, match="phase: no variable 'w'"):
+        ds.plot(data, phase=("w", "z"))
+    with pytest.raises(TypeError, match="xarray.Dataset or a difsim result"):
+        ds.plot([1, 2, 3])
+
+
+def test_sweep_panels_say_at_which_time():
+    spec = ds.GridSweep({"rho": np.linspace(1.0, 21.0, 5)})
+    out = ds.sweep(Lorenz(), spec, t0=0.0, t1=0.5, rtol=1e-6, atol=1e-6, progress=False)
+    fig = ds.plot(out)
+    assert [ax.get_ylabel() for ax in fig.axes] == [f"{v} at t = 0.5 [1]" for v in "xyz"]
+    assert fig._suptitle.get_text().endswith("; state at t = 0.5")
+    assert _units_everywhere(fig) == []
+
+
+def test_a_fit_figure_shows_estimates_residuals_and_a_band():
+    t = np.linspace(0.0, 3.0, 7)
+    data = xr.Dataset({"y_obs": ("t", 2.0 * np.exp(-0.5 * t) * (1 + 0.02 * np.cos(5 * t)))},
+                      coords={"t": t})  # fmt: skip
+    fit = ds.fit(MODELS["exponential_decay"](), data, free={"k": ds.Positive()},
+                 observe={"y_obs": "y"}, rtol=1e-9, atol=1e-9)  # fmt: skip
+    fig = fit.plot(points=31)
+    text = "\n".join(t.get_text() for ax in fig.axes for t in ax.texts)
+    assert f"k = {fit.parameters['k']:.4g} ± {fit.stderr['k']:.2g} 1/s" in text
+    (main,) = [ax for ax in fig.axes if ax.get_ylabel() == "y_obs [1]"]
+    (band,) = main.collections  # the shaded prediction band
+    assert band.get_label() == "95 % prediction band"
+    residuals = [ax for ax in fig.axes if ax.get_ylabel().startswith("data − fit")]
+    assert len(residuals) == 1 and _units_everywhere(fig) == []
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+def test_models_listing_is_plain_text_and_never_cut(columns):
+    env = {**os.environ, "COLUMNS": str(columns)}
+    out = subprocess.run([sys.executable, "-m", "difsim", "models"], capture_output=True,
+                         text=True, check=True, env=env).stdout  # fmt: skip
+    assert "$" not in out and "\\" not in out
+    assert max(len(line) for line in out.splitlines()) <= columns
+    flat = " ".join(out.split())
+    for cls in MODELS.values():
+        assert " ".join(plain_text(cls.__doc__).split()) in flat
+
+
+def test_plain_text_of_latex():
+    doc = r"""Decay $\dot y = -k\,y$ with $\tfrac{1}{2}\lVert p\rVert^2$ and [`R0`][] ≈ $\beta/\gamma$.
+
+    More text that is not the first paragraph."""
+    assert plain_text(doc) == "Decay ẏ = -k y with 1/2‖ p‖² and R0 ≈ β/γ."
