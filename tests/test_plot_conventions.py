@@ -133,7 +133,8 @@ def test_models_listing_is_plain_text_and_never_cut(columns):
 
 
 def test_plain_text_of_latex():
-    doc = r"""Decay $\dot y = -k\,y$ with $\tfrac{1}{2}\lVert p\rVert^2$ and [`R0`][] ≈ $\beta/\gamma$.
+    doc = r"""Decay $\dot y = -k\,y$ with $\tfrac{1}{2}\lVert p\rVert^2$
+    and [`R0`][] ≈ $\beta/\gamma$.
 
     More text that is not the first paragraph."""
     assert plain_text(doc) == "Decay ẏ = -k y with 1/2‖ p‖² and R0 ≈ β/γ."

@@ -56,9 +56,7 @@ class ChunkStore:
     **Arguments:** `output` (the netCDF path), `settings` (`{name: text}` of everything
     that determines the results, chunk size included; its hash identifies the chunks),
     `sizes` (number of points, chunk size), `expected` (`{name: (tail_shape, dtype)}`, to
-    validate chunk files on reading), `result_hash` (the hash the finished file carries),
-    `history` (the output's CF `history` line: the manifest keeps the first run's, so a
-    resumed sweep's file is the one an uninterrupted run would have written).
+    validate chunk files on reading), `result_hash` (the finished file's), `history` (CF's).
     """
 
     def __init__(
@@ -70,8 +68,7 @@ class ChunkStore:
         result_hash: str,
         history: str | None = None,
     ):
-        self.output = Path(output)
-        self.history = history
+        self.output, self.history = Path(output), history
         self.directory = chunk_directory(output)
         self.settings = dict(settings)
         self.hash = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
@@ -127,12 +124,8 @@ class ChunkStore:
         if not self.directory.exists():
             self.directory.mkdir(parents=True)
             manifest = dict(format=FORMAT, hash=self.hash, n_chunks=self.n_chunks)
-            manifest["settings"] = self.settings
-            manifest["history"] = self.history
+            manifest.update(settings=self.settings, history=self.history)
             atomic_write_text(self.directory / "manifest.json", json.dumps(manifest, indent=1))
-        else:  # resuming: the output records when the sweep began, not when it resumed
-            stored = _read_manifest(self.directory / "manifest.json") or {}
-            self.history = stored.get("history") or self.history
         done = set()
         for path in self.directory.glob("chunk_*.npz"):
             index = int(path.stem.removeprefix("chunk_"))
@@ -160,6 +153,8 @@ class ChunkStore:
             raise SweepOutputError(self._mismatch(old))
         if old is None or old.get("hash") != self.hash or not resume:
             shutil.rmtree(self.directory)
+        else:  # resuming: the output says when the sweep began, as an uninterrupted run's
+            self.history = old.get("history", self.history)
 
     def _mismatch(self, old: dict | None) -> str:
         head = (
@@ -175,6 +170,9 @@ class ChunkStore:
         return f"{head}; what differs: {self._differences(old['settings'])}. {tail}"
 
     def _differences(self, before: dict[str, Any]) -> str:
+        def _short(text: Any, n: int = 120) -> str:
+            return str(text) if len(str(text)) <= n else str(text)[: n - 3] + "..."
+
         now = self.settings
         if "chunk_size" not in before:  # a finished file: chunking is not part of the result
             now = {k: v for k, v in now.items() if k != "chunk_size"}
@@ -286,11 +284,6 @@ def _chunk_store_file(name: str) -> bool:
         or re.fullmatch(r"chunk_\d{7}\.npz", name) is not None
         or (name.startswith(".") and ".tmp" in name)
     )
-
-
-def _short(text: Any, n: int = 120) -> str:
-    text = str(text)
-    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 def _read_manifest(path: Path) -> dict | None:
