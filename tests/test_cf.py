@@ -203,3 +203,19 @@ def test_a_cli_run_records_its_command_and_config(tmp_path, monkeypatch, capsys)
     assert cf_problems(data) == []
     assert data.attrs["history"] == "2026-01-01T00:00:00Z: difsim run decay.toml"
     assert 'name = "exponential_decay"' in data.attrs["config"]
+
+
+def test_a_fit_figure_shows_estimates_residuals_and_a_band(decay_fit):
+    fit, _, _ = decay_fit
+    fig = fit.plot(points=21)
+    text = "\n".join(t.get_text() for ax in fig.axes for t in ax.texts)
+    value, se = fit.parameters["state.y"], fit.stderr["state.y"]
+    assert f"state.y = {value:.4g} ± {se:.2g}" in text  # dimensionless: no units after it
+    (main,) = [ax for ax in fig.axes if ax.get_ylabel() == "y_obs [1]"]
+    (band,) = main.collections  # the shaded prediction band
+    assert band.get_label() == "95 % prediction band"
+    np.testing.assert_allclose(band.get_paths()[0].vertices[:, 0].min(), 0.5)  # the data's span
+    residuals = [ax for ax in fig.axes if ax.get_ylabel().startswith("data − fit")]
+    assert len(residuals) == 1
+    labels = [t for ax in fig.axes if ax.axison for t in (ax.get_xlabel(), ax.get_ylabel()) if t]
+    assert all(re.search(r"\[[^\]]+\]$", t) for t in labels), labels  # units on every axis
