@@ -93,6 +93,11 @@ def test_a_sweep_is_cf_in_memory_and_on_disk(tmp_path):
     disk, _ = run_sweep(Lorenz(), spec, output=tmp_path / "s.nc", **kw)
     assert cf_problems(disk.load()) == []
     assert disk.rho.attrs["units"] == "1" and disk.num_steps.attrs["units"] == "1"
+    # Fields on a grid: the grid's coordinate with its units, and the run's own attributes.
+    heat = Heat(grid=ds.Grid.dirichlet(8, 0.1, units="m"))
+    fields = ds.sweep(heat, ds.GridSweep({"D": [1e-4, 2e-4]}), t0=0.0, t1=1.0, progress=False)
+    assert cf_problems(fields) == [] and fields.u.dims == ("D", "x")
+    assert fields.x.attrs["units"] == "m" and fields.attrs["sweep_kind"] == "grid"
 
 
 def test_history_takes_the_clock_without_source_date_epoch(monkeypatch):

@@ -151,8 +151,8 @@ def build_layout(
     grid_attrs = coord_attrs(model)
     for dim, values in model.coords().items():
         if dim in tail_dims and dim not in coords:
-            attrs = grid_attrs.get(dim, {"long_name": dim, "units": "1"})
-            coords[dim] = ((dim,), np.asarray(values), attrs)
+            meta = grid_attrs.get(dim, {"long_name": dim, "units": "1"})
+            coords[dim] = ((dim,), np.asarray(values), meta)
     variables = {o.name: (o.dims, o.shape, np.dtype(o.dtype), dict(o.attrs)) for o in outputs}
     variables["status"] = ((), (), np.dtype(np.int32), flag_attrs())
     steps = jax.eval_shape(lambda: jnp.zeros((), jnp.result_type(int))).dtype
