@@ -7,7 +7,10 @@ another run (message on stderr, no traceback; checked before any work); 130 inte
 
 import argparse
 import dataclasses
+import shlex
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 
 import jax
@@ -16,7 +19,7 @@ import numpy as np
 from difsim import solvers
 from difsim._app._run import RunResult, execute, final_state
 from difsim._config import ConfigError, Experiment, load_config, parse_override
-from difsim._io import OutputError, difsim_version
+from difsim._io import OutputError, difsim_version, plain_text, recording_command
 from difsim._status import Status
 from difsim._sweep import SweepOutputError, maybe_initialize_from_env
 from difsim.models import MODELS
@@ -88,7 +91,14 @@ def _add_set(parser: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `difsim` command (and `python -m difsim`); returns the exit code."""
     parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    # Outputs record the command that made them (CF `history`).
+    with recording_command(shlex.join(["difsim", *argv])):
+        return _main(parser, args)
+
+
+def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command is None:
         parser.print_help()
         return 2
@@ -314,9 +324,26 @@ def _models() -> int:
     for name, cls in MODELS.items():
         state = {f.name: f.default for f in dataclasses.fields(cls)}.get("state")
         names = " ".join(getattr(state, "names", ()))
-        doc = (cls.__doc__ or "").strip().splitlines()
-        rows.append((name, cls.__name__, names, doc[0] if doc else ""))
-    print(_table(rows, ("name", "class", "state", "description")))
+        rows.append((name, cls.__name__, names, plain_text(cls.__doc__ or "")))
+    # The description column wraps at the terminal's width (120 when not a terminal):
+    # never cut, never wider than the screen. On a narrow screen it goes below its row.
+    table = _table([r[:3] + ("",) for r in rows], ("name", "class", "state", "description"))
+    lines = table.splitlines()
+    indent = len(lines[0]) - len("description")
+    columns = shutil.get_terminal_size((120, 24)).columns
+    below = columns - indent < 30
+    if below:
+        indent, lines = 4, _table([r[:3] for r in rows], ("name", "class", "state")).splitlines()
+    width = max(columns - indent, 20)
+    out = lines[:2]
+    for line, row in zip(lines[2:], rows):
+        wrapped = textwrap.wrap(row[3], width, break_on_hyphens=False) or [""]
+        if below:
+            out += [line.rstrip()] + [" " * indent + text for text in wrapped]
+        else:
+            out.append(line.rstrip().ljust(indent) + wrapped[0])
+            out += [" " * indent + more for more in wrapped[1:]]
+    print("\n".join(out))
     return 0
 
 

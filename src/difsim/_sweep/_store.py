@@ -78,6 +78,7 @@ class ChunkStore:
         self._arrays: dict[str, Any] | None = None
         self._sums: Any = None
         self._share = (0, 1)  # (this process's turn, turns): who writes which chunks
+        self.history: str | None = None  # CF's, as the store holds it (its first run's)
 
     @staticmethod
     def peek_chunk_size(location: StoreLocation | None) -> int | None:
@@ -182,6 +183,8 @@ class ChunkStore:
 
     def _open(self, group: Any) -> None:
         self._sums = group[zl.SUMS]
+        # A resumed sweep's file says when the sweep began, as an uninterrupted run's does.
+        self.history = dict(group.attrs).get("history")
         # Every value is written, NaN included: zarr would otherwise skip a chunk equal to
         # the fill value, and read back its canonical NaN instead of the NaN computed.
         self._arrays = {
@@ -315,7 +318,10 @@ class ChunkStore:
                     counted[code] = counted.get(code, 0) + count
                 yield (*self.span(i), data)
 
-        write_netcdf(self.output, self.layout, chunks(), lambda: count_attrs(counted))
+        history = {"history": self.history} if self.history else {}
+        write_netcdf(
+            self.output, self.layout, chunks(), lambda: {**history, **count_attrs(counted)}
+        )
         self.remove()
         return counted
 
