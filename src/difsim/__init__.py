@@ -37,6 +37,7 @@ from difsim._fit import (
     fit as fit,
 )
 from difsim._io import difsim_version as _difsim_version, to_xarray as to_xarray
+from difsim._resources import ResourceError as ResourceError
 from difsim._pde import (
     BoundaryCondition as BoundaryCondition,
     Dirichlet as Dirichlet,

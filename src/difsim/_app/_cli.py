@@ -1,8 +1,9 @@
 """The `difsim` command line: `difsim run CONFIG`, `difsim models`, `difsim solvers`.
 
 Exit codes: 0 success; 1 the solve failed (partial output is still written); 2 invalid
-config or command line, or an output path that cannot or may not be written or is in use by
-another run (message on stderr, no traceback; checked before any work); 130 interrupted.
+config or command line, an output path that cannot or may not be written or is in use by
+another run, or a run that needs more memory or disk than the machine has (message on
+stderr, no traceback; checked before any work); 130 interrupted.
 """
 
 import argparse
@@ -17,6 +18,7 @@ from difsim import solvers
 from difsim._app._run import RunResult, execute, final_state
 from difsim._config import ConfigError, Experiment, load_config, parse_override
 from difsim._io import OutputError, difsim_version
+from difsim._resources import ResourceError
 from difsim._status import Status
 from difsim._sweep import SweepOutputError, maybe_initialize_from_env
 from difsim.models import MODELS
@@ -105,8 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(experiment.to_toml(), end="")
             return 0
         return _run(experiment, args)
-    except (ConfigError, OutputError) as e:
-        # OutputError: an output path that cannot or may not be written, or one in use.
+    except (ConfigError, OutputError, ResourceError) as e:
+        # OutputError: an output path that cannot or may not be written, or one in use;
+        # ResourceError: more memory or disk than the machine has (checked before solving).
         print(f"difsim: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -30,6 +30,7 @@ from difsim._sweep._layout import (
 )
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
+from difsim._sweep._resources import check_sweep_resources
 from difsim._sweep._spec import AbstractSweep
 
 logger = logging.getLogger("difsim")
@@ -89,6 +90,8 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
         dtype = np.dtype(jnp.result_type(float))
     plan = plan_keep(options.keep, type(model), state, times.n_saved, times.save_text)
     outputs = plan.outputs(model, times.n_saved, dtype)
+    # Before any point is drawn, hashed or allocated: refuse what cannot fit.
+    check_sweep_resources(model, spec, outputs, times.n_saved, dtype, options)
     engine, fallback = choose_engine(options.engine, solver.settings)
     # The engine is part of the result's identity: the two round differently, and a resumed
     # sweep must not mix their chunks.
