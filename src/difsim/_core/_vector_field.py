@@ -107,18 +107,21 @@ class SpectrumField(eqx.Module):
 
 def check_rhs(model, layout: Layout, part: str) -> None:
     """Trace `model.<part>` once (no FLOPs) and raise a `ValueError` naming any variable
-    whose derivative is missing, unexpected, or of a shape that does not fit."""
+    whose derivative is missing, unexpected, or of a shape that does not fit; a `TypeError`
+    for complex derivatives of a real state, or Python control flow on traced values."""
     t = jax.ShapeDtypeStruct((), layout.dtype)
     y = {
         name: jax.ShapeDtypeStruct(shape, layout.dtype)
         for name, shape in zip(layout.names, layout.shapes)
     }
 
-    def call(t, values):
+    def call(model, t, values):
         return getattr(model, part)(t, State.from_info(layout.info, values))
 
     try:
-        out = jax.eval_shape(call, t, y)
+        # The model's arrays abstract too, as in the compiled solve: a Python `if` on a
+        # parameter fails here, by name, rather than deep inside the solver.
+        out = eqx.filter_eval_shape(call, model, t, y)
     except _TRACER_ERRORS as error:
         raise traced_value_error(model, part, error) from error
     _check_output(model, layout, part, out, layout.shapes)
@@ -142,12 +145,12 @@ def check_spectrum(model, layout: Layout) -> None:
     cdtype = jnp.result_type(layout.dtype, jnp.complex64)
     y_hat = {name: jax.ShapeDtypeStruct(spectrum, cdtype) for name in layout.names}
 
-    def call(t, values, spectra):
+    def call(model, t, values, spectra):
         s, s_hat = (State.from_info(layout.info, v) for v in (values, spectra))
         return model.rhs_nonstiff_spectrum(t, s, s_hat)
 
     try:
-        out = jax.eval_shape(call, t, y, y_hat)
+        out = eqx.filter_eval_shape(call, model, t, y, y_hat)
     except _TRACER_ERRORS as error:
         raise traced_value_error(model, "rhs_nonstiff_spectrum", error) from error
     shapes = (spectrum,) * len(layout.names)

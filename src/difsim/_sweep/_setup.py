@@ -12,9 +12,11 @@ import numpy as np
 from difsim import solvers
 from difsim._core import (
     KEYS,
+    Layout,
     Model,
     SaveSpec,
     SolverSettings,
+    check_rhs,
     resolve_solver_settings,
     solver_settings,
 )
@@ -85,6 +87,9 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
     )  # fmt: skip
     solver = _resolve_solver(model, options)
     state = model.initial_state()
+    # Traced once (no FLOPs): the ensemble engine calls `rhs` without simulate's checks, so
+    # a Python `if` on the state or a missing derivative is named here.
+    check_rhs(model, Layout.of(state), "rhs")
     dtype = np.dtype(jnp.result_type(*[jnp.asarray(v) for v in state.values.values()]))
     if not np.issubdtype(dtype, np.floating):
         dtype = np.dtype(jnp.result_type(float))
