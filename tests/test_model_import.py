@@ -125,7 +125,11 @@ def test_a_file_named_like_a_module_does_not_replace_it(tmp_path):
         ("broken.py:Decay", "raise RuntimeError('boom')", "(RuntimeError: boom)"),
         ("exits.py:Decay", "raise SystemExit(3)", "(SystemExit: 3)"),
         ("decay.py:Nope", DECAY, "model file '{folder}/decay.py' has no attribute 'Nope'"),
-        ("decay.py:NOT_A_MODEL", DECAY, "decay.py:NOT_A_MODEL' is not a difsim.Model subclass (got 3)"),
+        (
+            "decay.py:NOT_A_MODEL",
+            DECAY,
+            "decay.py:NOT_A_MODEL' is not a difsim.Model subclass (got 3)",
+        ),
     ],
 )
 def test_model_file_problems_name_the_key(tmp_path, name, source, fragment):

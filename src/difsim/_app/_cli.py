@@ -110,11 +110,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, OutputError, ResourceError) as e:
         # OutputError: an output path that cannot or may not be written, or one in use;
         # ResourceError: more memory or disk than the machine has (checked before solving).
-        print(f"difsim: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     except KeyboardInterrupt:
         print("difsim: interrupted", file=sys.stderr)
         return 130
+
+
+def _error(error: Exception) -> None:
+    """Print `error` as one line on stderr: characters that would break or hide it (control
+    characters, line and paragraph separators in a key or path) are escaped."""
+    text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(error))
+    print(f"difsim: error: {text}", file=sys.stderr)
 
 
 def _run(experiment: Experiment, args: argparse.Namespace) -> int:
@@ -188,12 +195,12 @@ def _run_sweep(experiment: Experiment, args: argparse.Namespace, progress: bool)
         # before any JAX computation, so the sweep is sharded over every process's devices.
         maybe_initialize_from_env()
     except ValueError as e:
-        print(f"difsim: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     try:
         result = _execute(experiment, args, progress)
     except SweepOutputError as e:
-        print(f"difsim: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     if jax.process_index() != 0:
         print(

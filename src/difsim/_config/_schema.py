@@ -38,7 +38,10 @@ class ConfigError(ValueError):
 
 
 def display_key(key: str) -> str:
-    """`"solver.rtol"` → `"[solver] rtol"`, `"model.state.x"` → `"[model.state] x"`."""
+    """`"solver.rtol"` → `"[solver] rtol"`, `"model.state.x"` → `"[model.state] x"`; a key
+    with characters that are not printable is shown escaped."""
+    if not key.isprintable():
+        key = ascii(key)[1:-1]
     section, _, name = key.rpartition(".")
     return f"[{name}]" if not section else f"[{section}] {name}"
 
