@@ -7,7 +7,7 @@ line, `difsim: error: <config>: [section] key: ...`, and no traceback; and no fi
 existed before a failed run is changed, removed or joined by a new one.
 
 Profiles: the default (CI) runs few examples, derandomized, so CI is deterministic;
-`HYPOTHESIS_PROFILE=long` runs 50 times as many, randomized, for local hunting (figures in
+`HYPOTHESIS_PROFILE=long` runs 20 times as many, randomized, for local hunting (figures in
 docs/reliability.md).
 """
 
@@ -30,10 +30,10 @@ LONG = os.environ.get("HYPOTHESIS_PROFILE") == "long"
 
 
 def fuzz_settings(examples: int, long: int | None = None) -> settings:
-    """`examples` cases in CI (derandomized); with the long profile `long` (default 50
+    """`examples` cases in CI (derandomized); with the long profile `long` (default 20
     times as many), randomized."""
     return settings(
-        max_examples=(long or 50 * examples) if LONG else examples,
+        max_examples=(long or 20 * examples) if LONG else examples,
         deadline=None,
         derandomize=not LONG,
         database=None,

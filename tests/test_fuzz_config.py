@@ -220,7 +220,7 @@ RUN_VALUES = st.one_of(
 )
 
 
-@fuzz_settings(5, long=60)
+@fuzz_settings(5, long=40)
 @given(
     base=st.sampled_from(["lorenz", "grid"]),
     mutation=st.tuples(RUN_KEYS, RUN_VALUES),

@@ -95,11 +95,11 @@ def near_valid(draw) -> xr.Dataset:
         var = draw(st.sampled_from(["hare", "lynx"]))
         if var not in data or data.sizes.get("year", 0) == 0:
             continue
-        values = data[var].values.astype(float)
+        values, dims = data[var].values.astype(float), data[var].dims
         if kind in ("nan", "inf", "negative", "zero", "huge"):
             values[i] = {"nan": np.nan, "inf": np.inf, "negative": -5.0, "zero": 0.0,
                          "huge": 1e308}[kind]  # fmt: skip
-            data[var] = ("year", values, data[var].attrs)
+            data[var] = (dims, values, data[var].attrs)
         elif kind == "unsorted":
             data = data.isel(year=np.roll(np.arange(data.sizes["year"]), 1))
         elif kind == "duplicate_time":
@@ -109,15 +109,15 @@ def near_valid(draw) -> xr.Dataset:
         elif kind == "rename_hare":
             data = data.rename({var: draw(NAMES.filter(lambda s: s and s not in data))})
         elif kind == "extra_column":
-            data["extra"] = ("year", values)
+            data["extra"] = (dims, values)
         elif kind == "units":
             data[var].attrs["units"] = draw(TEXT.filter(lambda s: "\x00" not in s))
         elif kind == "two_d":
-            data[var] = (("year", "k"), np.stack([values, values], axis=1))
+            data[var] = ((*dims, "k"), np.stack([values, values], axis=-1))
         elif kind == "empty":
             data = data.isel(year=slice(0, 0))
         elif kind == "int":
-            data[var] = ("year", np.round(values).astype(np.int64))
+            data[var] = (dims, np.nan_to_num(np.round(values)).astype(np.int64))
         elif kind == "text":
             data[var] = ("year", np.asarray([str(v) for v in values], dtype=object))
         elif kind == "time_nan":

@@ -37,7 +37,6 @@ from difsim._fit import (
     fit as fit,
 )
 from difsim._io import difsim_version as _difsim_version, to_xarray as to_xarray
-from difsim._resources import ResourceError as ResourceError
 from difsim._pde import (
     BoundaryCondition as BoundaryCondition,
     Dirichlet as Dirichlet,
@@ -67,6 +66,7 @@ from difsim._pde import (
     wavenumbers as wavenumbers,
 )
 from difsim._plot import animate as animate, plot as plot, plot_snapshots as plot_snapshots
+from difsim._resources import ResourceError as ResourceError
 from difsim._status import Status as Status
 from difsim._sweep import (
     GridSweep as GridSweep,

@@ -114,4 +114,3 @@ def _where(spec: importlib.machinery.ModuleSpec | None) -> tuple[str | None, tup
     if spec is None:
         return None, ()
     return spec.origin, tuple(spec.submodule_search_locations or ())
-

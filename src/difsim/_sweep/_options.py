@@ -23,6 +23,7 @@ from difsim._resources import parse_bytes as parse_bytes
 
 DEFAULT_MEMORY_BUDGET = 2**30  # bytes per chunk (1 GiB)
 
+
 def check_chunk_size(chunk_size: Any) -> int | None:
     """`None`, or `chunk_size` as a positive `int`.
 
