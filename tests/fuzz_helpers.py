@@ -150,7 +150,8 @@ def assert_clean_error(code: int, err: str, config: Path, extra_sections=()) -> 
     assert len(lines) == 1 and "Traceback" not in err, err
     line = lines[0]
     assert line.startswith("difsim: error: "), line
-    names_key = _CULPRIT.search(line) or any(f"[{s}" in line for s in extra_sections)
+    shown = [s if s.isprintable() else ascii(s)[1:-1] for s in extra_sections]
+    names_key = _CULPRIT.search(line) or any(f"[{s}" in line for s in shown if s)
     file_level = f"{config}: invalid TOML" in line or "override must look like" in line
     assert names_key or file_level, line
     assert str(config) in line or "override must look like" in line, line

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 
 import xarray as xr
-from hypothesis import event, given, strategies as st
+from hypothesis import event, example, given, strategies as st
 
 from difsim._config import load_config, parse_override
 from difsim._config._load import SECTIONS as SCHEMA
@@ -133,7 +133,11 @@ def _project(root: Path) -> Path:
     return folder
 
 
-def _check(config_text: str, root: Path, *overrides: str) -> tuple[int, str, str, Path]:
+def _check(
+    config_text: str, root: Path, *overrides: str, sections=()
+) -> tuple[int, str, str, Path]:
+    """`difsim check` on the config in a fresh project folder: the rules, and nothing
+    written. `sections`: made-up top-level names an error may name as its culprit."""
     folder = _project(root)
     path = folder / "experiment.toml"
     path.write_text(config_text, encoding="utf-8")
@@ -146,7 +150,7 @@ def _check(config_text: str, root: Path, *overrides: str) -> tuple[int, str, str
         printed = tomllib.loads(out)  # the complete config, which loads back the same
         assert load_config(printed) == load_config(path, overrides=dict(_parsed(overrides)))
     else:
-        assert_clean_error(code, err, path)
+        assert_clean_error(code, err, path, sections)
     shutil.rmtree(folder)
     return code, out, err, path
 
@@ -155,11 +159,11 @@ def _parsed(overrides):
     return (parse_override(o) for o in overrides)
 
 
-@fuzz_settings(120)
+@fuzz_settings(500)
 @given(case=mutated_configs())
 def test_generated_configs_check_cleanly(case, tmp_path):
     _, config = case
-    _check(dumps(config), tmp_path)
+    _check(dumps(config), tmp_path, sections=list(config))
 
 
 EDITS = st.tuples(
@@ -170,7 +174,7 @@ EDITS = st.tuples(
 )
 
 
-@fuzz_settings(80)
+@fuzz_settings(300)
 @given(base=st.sampled_from(sorted(BASES)), edits=st.lists(EDITS, min_size=1, max_size=3))
 def test_broken_toml_checks_cleanly(base, edits, tmp_path):
     text = dumps(BASES[base])
@@ -195,7 +199,7 @@ def test_broken_toml_checks_cleanly(base, edits, tmp_path):
 OVERRIDE_VALUES = st.one_of(VALUES.map(toml_value), TEXT, WORDS)
 
 
-@fuzz_settings(80)
+@fuzz_settings(300)
 @given(
     base=st.sampled_from(sorted(BASES)),
     overrides=st.lists(st.tuples(KEYS | TEXT, OVERRIDE_VALUES), min_size=1, max_size=3),
@@ -204,7 +208,8 @@ def test_set_overrides_check_cleanly(base, overrides, tmp_path):
     texts = [f"{k}={v}" for k, v in overrides if "model.name" not in k]
     if not texts:
         return
-    _check(dumps(BASES[base]), tmp_path, *texts)
+    typed = [t.partition("=")[0].strip().partition(".")[0] for t in texts]
+    _check(dumps(BASES[base]), tmp_path, *texts, sections=typed)
 
 
 # Real runs: few and small (each compiles), mutating the keys that reach the solver.
@@ -221,6 +226,9 @@ RUN_VALUES = st.one_of(
 
 
 @fuzz_settings(5, long=40)
+@example(base="lorenz", mutation=("solver.max_steps", 3))  # the solve fails: exit 1
+@example(base="grid", mutation=("sweep.keep", "x.max"))  # a sweep that runs: exit 0
+@example(base="lorenz", mutation=("solver.max_steps", 10**12))  # was an OverflowError
 @given(
     base=st.sampled_from(["lorenz", "grid"]),
     mutation=st.tuples(RUN_KEYS, RUN_VALUES),

@@ -164,7 +164,7 @@ def _assemble(path: Path, fit: dict) -> None:
              sigma=None, dtype=np.float64)  # fmt: skip
 
 
-@fuzz_settings(100)
+@fuzz_settings(300)
 @given(
     data=data_files(),
     time=st.none() | st.just("year") | NAMES,

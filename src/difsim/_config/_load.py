@@ -31,6 +31,7 @@ from difsim._config._schema import (
     BOOL,
     BYTES,
     KEEP,
+    MAX_STEPS,
     NUMBER,
     PLOT,
     POSITIVE,
@@ -138,7 +139,7 @@ SECTIONS: dict[str, Section] = {
                 lambda: list(solvers.CONTROLLERS),
             ),
             "max_steps": Key(
-                POSITIVE_INT, "most steps before the solve gives up (default 16384)", None
+                MAX_STEPS, "most steps before the solve gives up (default 16384)", None
             ),
             "adjoint": Key(
                 STRING,
