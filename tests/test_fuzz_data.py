@@ -113,7 +113,7 @@ def near_valid(draw) -> xr.Dataset:
         elif kind == "units":
             data[var].attrs["units"] = draw(TEXT.filter(lambda s: "\x00" not in s))
         elif kind == "two_d":
-            data[var] = ((*dims, "k"), np.stack([values, values], axis=-1))
+            data[var] = ((*dims, f"k{len(dims)}"), np.stack([values, values], axis=-1))
         elif kind == "empty":
             data = data.isel(year=slice(0, 0))
         elif kind == "int":

@@ -74,6 +74,16 @@ def test_saved_values_that_cannot_fit_are_refused_before_solving(monkeypatch):
     assert str(info.value).startswith("save: simulate(Lorenz) saving 32,769 times of 3 values")
 
 
+def test_simulation_output_that_cannot_fit_on_disk_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("DIFSIM_DISK_LIMIT", "64KiB")
+    out = tmp_path / "lorenz.nc"
+    # 2501 saves of (3 values + the time) x 8 bytes = 80,032 bytes > 64 KiB; 2001 fit.
+    with pytest.raises(ConfigError) as info:
+        load_config(LORENZ, overrides={"output.path": str(out)})
+    assert info.value.key == "time.save" and "more than 64 KiB" in info.value.problem
+    assert load_config(LORENZ, overrides={"output.path": str(out), "time.save": 2001})
+
+
 def test_check_refuses_ten_billion_saves_with_exit_2(capsys):
     code = main(["check", str(LORENZ), "--set", "time.save=10000000000"])
     err = capsys.readouterr().err

@@ -49,8 +49,20 @@ def check_experiment_resources(parsed: dict[str, Any]) -> None:
         ),
         "time.save",
     )
+    output = parsed["output"]
     if parsed.get("sweep") is not None:
-        _check_sweep(parsed["sweep"], parsed["output"], time, n_values, item)
+        _check_sweep(parsed["sweep"], output, time, n_values, item)
+    elif output.path is not None:
+        _as_config_error(
+            lambda: check_disk(
+                n * (n_values + 1) * item,
+                output.path,
+                f"the netCDF file of {n:,} saved times",
+                "output.path",
+                "save fewer times, or write the output elsewhere",
+            ),
+            "time.save",
+        )
 
 
 def state_size(model: ModelSpec) -> int:
