@@ -34,6 +34,7 @@ DIFSIM = {
     "Periodic": "class",
     "Positive": "class",
     "RandomSweep": "class",
+    "ResourceError": "class",
     "Solution": "class",
     "State": "class",
     "Status": "class",

@@ -1,8 +1,9 @@
 """The `difsim` command line: `difsim run CONFIG`, `difsim models`, `difsim solvers`.
 
 Exit codes: 0 success; 1 the solve failed (partial output is still written); 2 invalid
-config or command line, or an output path that cannot or may not be written or is in use by
-another run (message on stderr, no traceback; checked before any work); 130 interrupted.
+config or command line, an output path that cannot or may not be written or is in use by
+another run, or a run that needs more memory or disk than the machine has (message on
+stderr, no traceback; checked before any work); 130 interrupted.
 """
 
 import argparse
@@ -20,6 +21,7 @@ from difsim import solvers
 from difsim._app._run import RunResult, execute, final_state
 from difsim._config import ConfigError, Experiment, load_config, parse_override
 from difsim._io import OutputError, difsim_version, plain_text, recording_command
+from difsim._resources import ResourceError
 from difsim._status import Status
 from difsim._sweep import SweepOutputError, maybe_initialize_from_env
 from difsim.models import MODELS
@@ -115,13 +117,21 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             print(experiment.to_toml(), end="")
             return 0
         return _run(experiment, args)
-    except (ConfigError, OutputError) as e:
-        # OutputError: an output path that cannot or may not be written, or one in use.
-        print(f"difsim: error: {e}", file=sys.stderr)
+    except (ConfigError, OutputError, ResourceError) as e:
+        # OutputError: an output path that cannot or may not be written, or one in use;
+        # ResourceError: more memory or disk than the machine has (checked before solving).
+        _error(e)
         return 2
     except KeyboardInterrupt:
         print("difsim: interrupted", file=sys.stderr)
         return 130
+
+
+def _error(error: Exception) -> None:
+    """Print `error` as one line on stderr: characters that would break or hide it (control
+    characters, line and paragraph separators in a key or path) are escaped."""
+    text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(error))
+    print(f"difsim: error: {text}", file=sys.stderr)
 
 
 def _run(experiment: Experiment, args: argparse.Namespace) -> int:
@@ -195,12 +205,12 @@ def _run_sweep(experiment: Experiment, args: argparse.Namespace, progress: bool)
         # before any JAX computation, so the sweep is sharded over every process's devices.
         maybe_initialize_from_env()
     except ValueError as e:
-        print(f"difsim: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     try:
         result = _execute(experiment, args, progress)
     except SweepOutputError as e:
-        print(f"difsim: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     if jax.process_index() != 0:
         print(

@@ -227,7 +227,7 @@ def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress: bool) ->
         except (ValueError, TypeError, FileNotFoundError) as e:
             # What the config check cannot see without solving (a start outside its range,
             # a loss that is not finite at the guess, ...): a config problem all the same.
-            raise ConfigError(str(e), "fit") from e
+            raise ConfigError(str(e), "fit", experiment.source) from e
         wall = time.perf_counter() - start
         # Still in the fit's precision: the outputs evaluate the fitted model again.
         dataset = result.to_xarray()

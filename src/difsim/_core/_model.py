@@ -177,7 +177,15 @@ class Model(eqx.Module):
         return grids[0]
 
     def initial_state(self) -> State:
-        """The initial state used by `simulate` (default: the `state` field)."""
+        """The initial state used by `simulate` (default: the `state` field, every
+        variable of which must then have a value)."""
+        state = self._declared_state()
+        unset = [name for name, value in state.items() if value is None]
+        if unset:
+            raise ValueError(_unset_message(type(self).__name__, unset, state.names))
+        return state
+
+    def _declared_state(self) -> State:
         try:
             return self.state
         except AttributeError:
@@ -266,6 +274,24 @@ class Model(eqx.Module):
                     f"{', '.join(names) or '(none)'}, and state variables are set as 'state.<var>'"
                 )
         if state_updates:
-            base = fields.get("state", self.initial_state())
+            # The declared state, not the base class's checked one: replacing is how a
+            # variable declared without a value (`ds.Var(None)`) gets one.
+            own = type(self).initial_state is not Model.initial_state
+            default = self.initial_state() if own else self._declared_state()
+            base = fields.get("state", default)
             fields["state"] = base.replace(**state_updates)
         return dataclasses.replace(self, **fields)
+
+
+def _unset_message(cls: str, unset: list[str], names: tuple[str, ...]) -> str:
+    """How to give a value to state variables declared `ds.Var(None)`."""
+    which = ", ".join(repr(n) for n in unset)
+    example = ", ".join(f"{n}=..." for n in names)
+    one = unset[0]
+    return (
+        f"{cls}: state variable{'s' if len(unset) > 1 else ''} {which} "
+        f"{'have' if len(unset) > 1 else 'has'} no initial value (declared ds.Var(None)). "
+        f"Define `def initial_state(self): return ds.State({example})` on {cls} (e.g. "
+        f"fields built from self.grid), or give the values: "
+        f"model.replace(**{{'state.{one}': value}}) or {cls}(state=ds.State({example}))"
+    )

@@ -18,6 +18,7 @@ from difsim._pde._boundary import (
     as_condition,
     pad_axis,
 )
+from difsim._resources import check_grid_size
 
 DIMS = ("x", "y", "z")
 
@@ -113,6 +114,8 @@ class Grid(eqx.Module):
             raise ValueError(f"a grid has 1, 2 or 3 axes, got shape {shape}")
         if not all(isinstance(n, (int, np.integer)) and n >= 2 for n in shape):
             raise ValueError(f"grid shape must be integers >= 2, got {shape}")
+        # Before anything is allocated: a field that cannot fit fails every model on it.
+        check_grid_size(tuple(int(n) for n in shape))
         ndim = len(shape)
         extent = _per_axis(extent, ndim, "extent")
         if not all(length > 0 for length in extent):

@@ -9,7 +9,6 @@ a [`SolverChoice`][].
 
 import dataclasses
 import os
-import re
 import types
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -20,31 +19,9 @@ import jax
 import numpy as np
 
 from difsim._core import SolverSettings
+from difsim._resources import parse_bytes as parse_bytes
 
 DEFAULT_MEMORY_BUDGET = 2**30  # bytes per chunk (1 GiB)
-
-_BYTE_UNITS = {
-    "": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}  # fmt: skip
-
-
-def parse_bytes(value: int | str, what: str = "memory_budget") -> int:
-    """`"512MiB"` → 536870912; `"2GB"` → 2e9; an int is a number of bytes.
-
-    **Raises:** `ValueError` starting with `what` unless `value` is a positive int or a
-    positive size with one of the units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB.
-    """
-    if isinstance(value, int | np.integer) and not isinstance(value, bool) and value > 0:
-        return int(value)
-    if isinstance(value, str):
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
-        if m and m.group(2).lower() in _BYTE_UNITS and float(m.group(1)) > 0:
-            return max(1, int(float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()]))
-    raise ValueError(
-        f"{what}: expected a positive number of bytes or a size like '512MiB', '2GB', "
-        f"'1GiB' (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got {value!r}"
-    )
 
 
 def check_chunk_size(chunk_size: Any) -> int | None:
