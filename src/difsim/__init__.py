@@ -15,10 +15,12 @@ from difsim._config import (
 from difsim._core import (
     Event as Event,
     Model as Model,
+    Noise as Noise,
     Solution as Solution,
     State as State,
     Var as Var,
     VarInfo as VarInfo,
+    brownian_path as brownian_path,
     observable as observable,
     param as param,
     simulate as simulate,

@@ -80,6 +80,8 @@ class SweepOptions:
     - `output`: `None` or a `Path`; `resume`, `overwrite`: bools; `progress`: a bool or
       `None` (a bar when stderr is a terminal).
     - `attrs`: a read-only mapping (empty when `None`).
+    - `samples`, `seed`: Monte Carlo paths per point of a stochastic model, and the seed of
+      their keys (checked with the model, in `_monte_carlo.monte_carlo_spec`).
     - `on_chunk`: `None`, or called with the index of each chunk once it is stored (it may
       raise, which stops the sweep with every earlier chunk kept: a progress hook, and what
       the tests use to interrupt a sweep).
@@ -113,6 +115,8 @@ class SweepOptions:
     attrs: Mapping[str, Any] | None = None
     on_chunk: Callable[[int], None] | None = None
     engine: str = "auto"
+    samples: int | None = None
+    seed: int = 0
 
     def __post_init__(self):
         # Frozen: the normalised values are set once, here, through `object.__setattr__`.

@@ -30,6 +30,7 @@ from difsim._sweep._layout import (
 )
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
+from difsim._sweep._samples import sde_solver_choice, stochastic_engine
 from difsim._sweep._spec import AbstractSweep
 
 logger = logging.getLogger("difsim")
@@ -90,6 +91,8 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
     plan = plan_keep(options.keep, type(model), state, times.n_saved, times.save_text)
     outputs = plan.outputs(model, times.n_saved, dtype)
     engine, fallback = choose_engine(options.engine, solver.settings)
+    if model.is_stochastic():  # the ensemble engine integrates ODEs: it would drop the noise
+        engine, fallback = stochastic_engine(options.engine)
     # The engine is part of the result's identity: the two round differently, and a resumed
     # sweep must not mix their chunks.
     described = {**settings(model, spec, times, solver, plan, dtype), "engine": engine}
@@ -127,6 +130,8 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
     config (which stores them) and a Python call that leaves them out are the same sweep:
     same hash, same compiled function."""
     given = {k: getattr(options, k) for k in KEYS}
+    if model.is_stochastic():
+        return sde_solver_choice(model, given)
     resolved = resolve_solver_settings(type(model), **given)
     solver = resolved["solver"]
     solvers.make_solver(solver)  # unknown names fail here, before anything compiles
@@ -139,6 +144,9 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
         dt0=resolved["dt0"],
         max_steps=int(resolved["max_steps"]),
     )
+
+
+resolve_solver = _resolve_solver  # for the Monte Carlo sweep's setup (`_mc_setup`)
 
 
 def _scalar_atol(value) -> float:
