@@ -34,8 +34,10 @@ from difsim._fit import (
     Bounded as Bounded,
     FitResult as FitResult,
     Identity as Identity,
+    KalmanLikelihood as KalmanLikelihood,
     MultipleShooting as MultipleShooting,
     Positive as Positive,
+    SimulatedMoments as SimulatedMoments,
     fit as fit,
 )
 from difsim._io import difsim_version as _difsim_version, to_xarray as to_xarray

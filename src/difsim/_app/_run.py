@@ -189,6 +189,7 @@ def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress: bool) 
             chunk_size=sweep.chunk_size,
             memory_budget=sweep.budget,
             engine=sweep.engine,
+            **sweep.paths(),
             output=nc_path,
             overwrite=experiment.output.overwrite,
             progress=progress,

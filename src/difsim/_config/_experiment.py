@@ -128,12 +128,19 @@ class SweepSpec:
     memory_budget: str | int | None = None
     dim: str | None = None
     engine: str = "auto"
-    spec: AbstractSweep = dataclasses.field(compare=False, repr=False, kw_only=True)
+    spec: AbstractSweep | None = dataclasses.field(compare=False, repr=False, kw_only=True)
     budget: int | None = dataclasses.field(default=None, compare=False, kw_only=True)
+    monte_carlo: bool = dataclasses.field(default=False, compare=False, kw_only=True)
 
-    def build(self) -> AbstractSweep:
-        """The sweep spec object, built once when the config was parsed."""
+    def build(self) -> AbstractSweep | None:
+        """The sweep spec object, built once when the config was parsed (`None` for Monte
+        Carlo paths of the model as it is, with no swept keys)."""
         return self.spec
+
+    def paths(self) -> dict[str, Any]:
+        """Keyword arguments of `sweep` for the Monte Carlo paths of a stochastic model
+        (`samples`, `seed`), or none."""
+        return dict(samples=self.samples, seed=self.seed or 0) if self.monte_carlo else {}
 
     def to_dict(self) -> dict[str, Any]:
         settings = {

@@ -12,10 +12,13 @@ included), so reverse-mode gradients through a fixed key are exact.
 from typing import Any
 
 import diffrax as dfx
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from difsim import solvers
+from difsim._core._brownian import BROWNIAN, StepBrownianPath
 from difsim._core._model import Model
 from difsim._core._noise import (
     DiffusionField,
@@ -38,7 +41,7 @@ SDE_DEFAULTS: dict[str, Any] = dict(rtol=1e-3, atol=1e-3, max_steps=16_384)
 TREE_DEPTH = 16
 
 
-def check_key(model: Model, key: Any) -> jax.Array | None:
+def check_key(model: Model, key: Any, brownian: str | None = None) -> jax.Array | None:
     """`key` as a typed PRNG key, checked against the model: a stochastic model needs one,
     a deterministic model takes none.
 
@@ -46,6 +49,8 @@ def check_key(model: Model, key: Any) -> jax.Array | None:
     """
     name = type(model).__name__
     if not model.is_stochastic():
+        if brownian is not None:
+            raise ValueError(f"{name} has no noise (no diffusion method): remove brownian=...")
         if key is not None:
             raise ValueError(
                 f"{name} has no noise (no diffusion method), so simulate takes no key; remove "
@@ -75,18 +80,26 @@ def check_key(model: Model, key: Any) -> jax.Array | None:
     return typed
 
 
-def sde_settings(model: Model, layout: Layout, solver, given: dict[str, Any], adjoint):
+def sde_settings(model, layout, solver, given: dict[str, Any], adjoint, brownian, times):
     """`simulate`'s settings of a stochastic model: `solver` as is when it is already a
     [`SolverSettings`][] (a sweep's, resolved once), else [`sde_solver_settings`][] of the
-    `given` keywords; the adjoint checked (no backsolve)."""
+    `given` keywords; the adjoint checked (no backsolve), and with fixed steps the save
+    times checked to lie on the steps (`times`: the solve's `SaveSpec`)."""
+    settings = _settings(model, layout, solver, given, adjoint, brownian)
+    if settings.fixed_step and not times.final_only:
+        _check_lattice(times.save_times(), times.t0, settings.dt0)
+    return settings
+
+
+def _settings(model, layout, solver, given, adjoint, brownian) -> SolverSettings:
     if isinstance(adjoint, dfx.BacksolveAdjoint):
         raise ValueError(
             "adjoint='backsolve' does not support stochastic models; use 'checkpoint' "
             "(reverse mode through the fixed-key Brownian path is exact) or 'forward'"
         )
     if not isinstance(solver, SolverSettings):
-        return sde_solver_settings(model, layout, solver=solver, **given)
-    clash = [k for k, v in given.items() if v is not None]
+        return sde_solver_settings(model, layout, solver=solver, brownian=brownian, **given)
+    clash = [k for k, v in {**given, "brownian": brownian}.items() if v is not None]
     if clash:
         raise ValueError(f"solver is a SolverSettings, which holds {clash[0]}: leave it out")
     return solver
@@ -102,11 +115,13 @@ def sde_solver_settings(
     rtol,
     atol,
     max_steps: int | None,
+    brownian: str | None = None,
 ) -> SolverSettings:
     """The [`SolverSettings`][] of a stochastic model: the caller's values win, then the
     model's `solver_defaults`, then the SDE defaults: ShARK (adaptive, PID) for additive
     noise, else Euler–Maruyama (Itô) or Heun (Stratonovich) with a fixed step `dt0`;
-    tolerances 1e-3.
+    tolerances 1e-3. `brownian`: `"tree"` (default) or `"steps"` (fixed steps only; see
+    `_brownian`).
 
     **Raises:** `ValueError` for a solver that is not an SDE solver, that converges to the
     other calculus (for noise that is not additive), that needs additive noise, an adaptive
@@ -118,7 +133,8 @@ def sde_solver_settings(
     values = _resolve(model, given, max_steps, noise, additive)
     name = type(model).__name__
     solver_obj = _solver(values["solver"], name, noise, additive)
-    controller_obj = _controller(values, solver_obj, name)
+    controller_obj = _controller(values, solver_obj, name, additive)
+    brownian = _brownian(brownian, controller_obj)
     return SolverSettings(
         solver=solver_obj,
         controller=controller_obj,
@@ -128,7 +144,47 @@ def sde_solver_settings(
         max_steps=values["max_steps"],
         solver_requested=values["solver"],
         controller_requested=values["controller"],
+        brownian=brownian,
     )
+
+
+def _check_lattice(ts, t0, dt0) -> None:
+    """Raise unless every save time is `t0 + k·dt0`: between steps diffrax interpolates
+    linearly, which for an SDE drops the noise inside the step (a variance too small)."""
+    try:
+        k = (np.asarray(ts, np.float64) - float(t0)) / float(dt0)
+    except Exception:  # traced (jit/vmap): the caller's times were checked where they entered
+        return
+    off = np.abs(k - np.rint(k)) > 1e-9 * np.maximum(1.0, np.abs(k))
+    if np.any(off):
+        t = float(np.asarray(ts)[np.argmax(off)])
+        raise ValueError(
+            f"save time {t:g} is not on the steps t0 + k·dt0 (dt0 = {float(dt0):g}): with fixed "
+            "steps an SDE's saved values must be simulated, not interpolated between steps "
+            "(that would drop the noise within a step). Choose dt0 dividing the save spacing"
+        )
+
+
+def step_controller(controller, ts, final_only: bool):
+    """The controller of an SDE solve saving at `ts`: an adaptive one steps to every save
+    time (`ClipStepSizeController(step_ts=ts)`), so saved values are simulated, never
+    interpolated within a step (which for an SDE drops the noise inside it)."""
+    if final_only or not isinstance(controller, dfx.ClipStepSizeController):
+        return controller
+    return eqx.tree_at(lambda c: c.step_ts, controller, ts, is_leaf=lambda x: x is None)
+
+
+def _brownian(brownian: str | None, controller) -> str:
+    if brownian is None:
+        return "tree"
+    if brownian not in BROWNIAN:
+        raise ValueError(f"brownian must be 'tree' or 'steps', got {brownian!r}")
+    if brownian == "steps" and isinstance(controller, dfx.AbstractAdaptiveStepSizeController):
+        raise ValueError(
+            "brownian='steps' draws one increment per fixed step, so it needs fixed steps "
+            "(a dt0 and a fixed-step controller); adaptive steps need brownian='tree'"
+        )
+    return brownian
 
 
 def _resolve(model, given, max_steps, noise: Noise, additive: bool) -> dict[str, Any]:
@@ -199,7 +255,17 @@ def _word(calculus: str) -> str:
     return "Itô" if calculus == "ito" else "Stratonovich"
 
 
-def _controller(values: dict[str, Any], solver: dfx.AbstractSolver, name: str):
+def _clip(controller, additive: bool) -> dfx.ClipStepSizeController:
+    """An adaptive SDE controller wrapped to step to the save times (set per solve by
+    [`step_controller`][]) and, for noise that is not additive (possibly non-commutative),
+    to revisit rejected steps: otherwise a step rejected *because* of its Brownian sample
+    biases the solution (Foster & Jelinčič, arXiv:2311.14201)."""
+    if isinstance(controller, dfx.ClipStepSizeController):
+        return controller
+    return dfx.ClipStepSizeController(controller, store_rejected_steps=None if additive else 100)
+
+
+def _controller(values: dict[str, Any], solver: dfx.AbstractSolver, name: str, additive: bool):
     controller, dt0 = values["controller"], values["dt0"]
     info = solvers.sde_solver_info(solver)
     label = info.name if info is not None else type(solver).__name__
@@ -209,7 +275,7 @@ def _controller(values: dict[str, Any], solver: dfx.AbstractSolver, name: str):
             raise ValueError(
                 f"SDE solver {label!r} has no error estimate: it cannot adapt its steps"
             )
-        return controller
+        return _clip(controller, additive) if adaptive else controller
     if controller == "pid":
         if info is not None and not info.adaptive:
             adaptive = [k for k, i in solvers.SDE_SOLVERS.items() if i.adaptive]
@@ -218,7 +284,7 @@ def _controller(values: dict[str, Any], solver: dfx.AbstractSolver, name: str):
                 f"controller='pid'; give a fixed step dt0, or an adaptive solver "
                 f"({', '.join(map(repr, adaptive))})"
             )
-        return dfx.PIDController(rtol=values["rtol"], atol=values["atol"])
+        return _clip(dfx.PIDController(rtol=values["rtol"], atol=values["atol"]), additive)
     if controller == "constant":
         if dt0 is None:
             raise ValueError(
@@ -246,20 +312,30 @@ def levy_area(solver: dfx.AbstractSolver) -> type:
 
 
 def sde_terms(
-    model: Model, layout: Layout, key: jax.Array, t0, t1, dt0, solver: dfx.AbstractSolver
+    model: Model,
+    layout: Layout,
+    key: jax.Array,
+    t0,
+    t1,
+    dt0,
+    solver: dfx.AbstractSolver,
+    brownian: str = "tree",
 ) -> dfx.MultiTerm:
     """`MultiTerm(ODETerm(drift), NoiseTerm(diffusion, tree))` of a stochastic model, with a
-    `VirtualBrownianTree` over `[t0, t1]` generating the Lévy area `solver` needs.
+    `VirtualBrownianTree` over `[t0, t1]` generating the Lévy area `solver` needs (or, for
+    `brownian="steps"`, a [`StepBrownianPath`][] of step `dt0`).
 
     One key is one path for all solvers that need the same Lévy area ([`levy_area`][]: the
     tree draws Lévy areas jointly with the increments, so the two kinds of tree differ);
     increments alone cost about a third of increments with space-time Lévy area.
     """
     noise = type(model).noise
-    tree = dfx.VirtualBrownianTree(
-        t0, t1, tol=brownian_tol(t0, t1, dt0), shape=brownian_shape(layout, noise), key=key,
-        levy_area=levy_area(solver),
-    )  # fmt: skip
+    shape, levy = brownian_shape(layout, noise), levy_area(solver)
+    if brownian == "steps":
+        tree = StepBrownianPath(t0, t1, dt0, key, shape, levy)
+    else:
+        tol = brownian_tol(t0, t1, dt0)
+        tree = dfx.VirtualBrownianTree(t0, t1, tol=tol, shape=shape, key=key, levy_area=levy)
     diffusion = NoiseTerm(DiffusionField(layout, noise.dim), tree)
     return dfx.MultiTerm(dfx.ODETerm(VectorField(layout, "rhs")), diffusion)
 
@@ -283,7 +359,7 @@ def brownian_path(
     dtype = jnp.finfo(layout.dtype).dtype
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     dt0 = None if settings.dt0 is None else jnp.asarray(settings.dt0, dtype)
-    terms = sde_terms(model, layout, key, t0, t1, dt0, settings.solver)
+    terms = sde_terms(model, layout, key, t0, t1, dt0, settings.solver, settings.brownian)
     return terms.terms[1].control
 
 

@@ -22,7 +22,7 @@ from difsim._core._solution import Solution
 from difsim._core._solver_settings import SolverSettings, solver_settings
 from difsim._core._stability import check_explicit_step
 from difsim._core._state import State, is_finite_concrete
-from difsim._core._terms import model_terms
+from difsim._core._terms import model_terms, solve_controller
 from difsim._core._vector_field import Layout, VectorField, check_rhs, check_spectrum
 from difsim._pde import constrain
 from difsim._status import Status, max_steps_message, status_from_result
@@ -36,6 +36,7 @@ def simulate(
     t1: RealScalarLike | None = None,
     save: SaveLike = None,
     key: PRNGKeyArray | None = None,
+    brownian: str | None = None,
     solver: str | dfx.AbstractSolver | None = None,
     rtol: float | None = None,
     atol: float | None = None,
@@ -63,6 +64,8 @@ def simulate(
     - `key`: for a stochastic model (one with `diffusion`; see `docs/stochastic.md`), the
       PRNG key of its Brownian path, e.g. `jax.random.key(0)`: the same key gives the same
       path, whatever the solver and its steps. Required for such a model, refused otherwise.
+    - `brownian`: that path: `"tree"` (default; one path for any steps) or `"steps"` (one
+      draw per fixed step: much cheaper; the path changes with `dt0`).
     - `solver`: a name from `difsim.solvers.SOLVERS` or any diffrax solver instance. Default:
       the model's `solver_defaults` (e.g. ETDRK4 with a fixed step for a stiff PDE), else
       `"tsit5"`, or `"kvaerno5"` for models with `stiff = True`. A stochastic model takes a
@@ -98,7 +101,7 @@ def simulate(
     # (what sweeps pass, having checked and resolved once for all their trajectories).
     if not isinstance(model, Model):
         raise TypeError(f"simulate expects a difsim.Model instance, got {type(model).__name__}")
-    key = check_key(model, key)
+    key = check_key(model, key, brownian)
     times = _save_spec(t, t0=t0, t1=t1, save=save)
     given = dict(controller=controller, dt0=dt0, rtol=rtol, atol=atol, max_steps=max_steps)
     state0 = model.initial_state()
@@ -108,7 +111,7 @@ def simulate(
         layout = _checked_layout(model, state0, settings.imex)
     else:  # an SDE: its noise picks the solver, and needs the state's layout
         layout = _checked_layout(model, state0, False)
-        settings = sde_settings(model, layout, solver, given, adjoint_obj)
+        settings = sde_settings(model, layout, solver, given, adjoint_obj, brownian, times)
     imex = settings.imex and key is None
     if settings.fixed_step and not imex:
         y0 = layout.pack(state0.values)
@@ -150,15 +153,16 @@ def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout
     t0, t1 = jnp.asarray(times.t0, dtype), jnp.asarray(times.t1, dtype)
     dt0 = None if settings.dt0 is None else jnp.asarray(settings.dt0, dtype)
     terms = model_terms(model, layout, settings, key, t0, t1, dt0)
+    ts = None if ts is None else jnp.asarray(ts, dtype)
     return _solve(
         model,
-        None if ts is None else jnp.asarray(ts, dtype),
+        ts,
         t0,
         t1,
         dt0,
         terms=terms,
         solver=settings.solver,
-        controller=settings.controller,
+        controller=solve_controller(settings, key, ts, times.final_only),
         adjoint=adjoint_obj,
         event=dfx_event,
         meter=dfx.TqdmProgressMeter() if progress else dfx.NoProgressMeter(),

@@ -6,7 +6,7 @@ import jax
 
 from difsim import solvers
 from difsim._core._model import Model
-from difsim._core._sde import sde_terms
+from difsim._core._sde import sde_terms, step_controller
 from difsim._core._vector_field import Layout, SpectrumField, VectorField
 
 
@@ -18,7 +18,7 @@ def model_terms(
     the diffusion, `MultiTerm(ODETerm, NoiseTerm)` (see [`sde_terms`][]). `settings`: the
     solve's `SolverSettings`."""
     if key is not None:
-        return sde_terms(model, layout, key, t0, t1, dt0, settings.solver)
+        return sde_terms(model, layout, key, t0, t1, dt0, settings.solver, settings.brownian)
     if not settings.imex:
         return dfx.ODETerm(VectorField(layout, "rhs"))
     nonstiff = VectorField(layout, "rhs_nonstiff")
@@ -26,3 +26,11 @@ def model_terms(
     if model.has_spectrum():
         explicit = solvers.SpectralODETerm(nonstiff, SpectrumField(layout))
     return dfx.MultiTerm(explicit, dfx.ODETerm(VectorField(layout, "rhs_stiff")))
+
+
+def solve_controller(settings, key: jax.Array | None, ts, final_only: bool):
+    """The step-size controller of a solve: the settings', made to step to the save
+    times `ts` for a stochastic model (`key`; see [`step_controller`][])."""
+    if key is None:
+        return settings.controller
+    return step_controller(settings.controller, ts, final_only)

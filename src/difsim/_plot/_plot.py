@@ -10,6 +10,7 @@ from typing import Any
 
 import xarray as xr
 
+from difsim._plot._fan import is_fan, plot_fan
 from difsim._plot._field import field_variables, plot_snapshots
 from difsim._plot._figure import sweep_kind
 from difsim._plot._series import plot_series
@@ -27,6 +28,7 @@ def _ignore_phase(draw: Callable[..., Any]) -> Callable[..., Any]:
 
 # Output kind → `draw(dataset, path, phase)`.
 PLOTS: dict[str, Callable[[xr.Dataset, Any, Any], Any]] = {
+    "fan": _ignore_phase(plot_fan),
     "sweep": _ignore_phase(plot_sweep),
     "fields": _ignore_phase(plot_snapshots),
     "series": plot_series,
@@ -36,7 +38,9 @@ PLOTS: dict[str, Callable[[xr.Dataset, Any, Any], Any]] = {
 def output_kind(dataset: xr.Dataset) -> str:
     """Which entry of `PLOTS` draws `dataset`: `"sweep"` for a sweep's Dataset (it carries
     its layout as an attribute), `"fields"` when it holds a field on a ≥2-D grid, else
-    `"series"`."""
+    `"series"`; `"fan"` for statistics over Monte Carlo paths."""
+    if is_fan(dataset):
+        return "fan"
     if sweep_kind(dataset) is not None:
         return "sweep"
     if field_variables(dataset):
@@ -53,7 +57,8 @@ def plot(dataset: xr.Dataset, path: str | Path | None = None, phase: tuple[str, 
     - A dataset with fields on a 2-D/3-D grid: snapshot panels instead (see
       [`plot_snapshots`][]).
     - A sweep's Dataset (from [`sweep`][]): by spec kind, lines, heat maps or a scatter
-      plot of the kept quantities (see `difsim._plot._sweep.plot_sweep`).
+      plot of the kept quantities (see `difsim._plot._sweep.plot_sweep`); for statistics
+      over Monte Carlo paths, a fan chart (mean inside quantile bands; `_fan.plot_fan`).
 
     With `path`, the figure is saved there (PNG at 120 dpi) and closed.
 

@@ -123,16 +123,19 @@ class PathSweep(AbstractSweep):
         return f"PathSweep({self.base!r}, samples={self.samples}, seed={self.seed})"
 
 
-def sde_solver_choice(model: Model, given: dict[str, Any]) -> SolverChoice:
+def sde_solver_choice(model: Model, given: dict[str, Any], brownian: str | None) -> SolverChoice:
     """The [`SolverChoice`][] of a stochastic model's sweep: its settings resolved once by
-    the noise (`simulate`'s rules for SDEs), and their names for the settings hash."""
-    settings = sde_solver_settings(model, Layout.of(model.initial_state()), **given)
+    the noise (`simulate`'s rules for SDEs); the solver as its object (SDE solver names
+    are not ODE solver names), the controller's text naming the Brownian path too (it is
+    part of what the settings hash identifies)."""
+    layout = Layout.of(model.initial_state())
+    settings = sde_solver_settings(model, layout, brownian=brownian, **given)
     if np.ndim(settings.atol):
         raise ValueError("atol: ds.sweep takes one absolute tolerance")
     return SolverChoice(
         settings=settings,
-        solver=settings.solver_requested,
-        controller=settings.controller_requested,
+        solver=settings.solver,
+        controller=f"{settings.controller_requested}, Brownian path {settings.brownian}",
         rtol=float(settings.rtol),
         atol=float(settings.atol),
         dt0=settings.dt0,

@@ -131,7 +131,7 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
     same hash, same compiled function."""
     given = {k: getattr(options, k) for k in KEYS}
     if model.is_stochastic():
-        return sde_solver_choice(model, given)
+        return sde_solver_choice(model, given, options.brownian)
     resolved = resolve_solver_settings(type(model), **given)
     solver = resolved["solver"]
     solvers.make_solver(solver)  # unknown names fail here, before anything compiles

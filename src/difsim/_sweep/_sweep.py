@@ -83,6 +83,7 @@ def sweep(
     engine: str = "auto",
     samples: int | None = None,
     seed: int = 0,
+    brownian: str | None = None,
 ) -> xr.Dataset | None:
     """Simulate `model` at every point of `spec` and return one labelled Dataset.
 
@@ -109,6 +110,7 @@ def sweep(
       takes statistics over the paths, `"x.mean"`, `"x.var"`, `"x.std"`, `"x.min"`,
       `"x.max"`, `"x.median"`, quantiles `"x.q05"`, `"x.q95"`, … (dims: the spec's, then
       `time`), or `"final"`/`"trajectory"` per path (dims: the spec's, then `path`).
+      `brownian`: their Brownian path, as for [`simulate`][].
     - `t0`, `t1`, `save`, `solver`, `rtol`, `atol`, `dt0`, `controller`, `max_steps`: as for
       [`simulate`][] (`save` defaults to `"final"`).
     - `keep`: `"final"` (default: the state at the last saved time), `"trajectory"` (the
@@ -145,7 +147,7 @@ def sweep(
         controller=controller, max_steps=max_steps, chunk_size=chunk_size,
         memory_budget=memory_budget, devices=devices, output=output, resume=resume,
         overwrite=overwrite, progress=progress, attrs=attrs, engine=engine, samples=samples,
-        seed=seed,
+        seed=seed, brownian=brownian,
     )  # fmt: skip
     dataset, _ = run_sweep(model, spec, options)
     return dataset

@@ -1,0 +1,155 @@
+"""Observed strong and weak orders of every named SDE solver, against diffrax's SDE solver
+table (`difsim.solvers.SDE_SOLVERS`), within ±0.2.
+
+Multiplicative noise: geometric Brownian motion, whose exact solution on a Brownian path is
+known, `x0 exp((μ - σ²/2) T + σ W_T)` (Itô; Stratonovich: `x0 exp(μ T + σ W_T)`), with `W_T`
+read from the very path the solver integrates against (`ds.brownian_path`): the strong error
+is the root-mean-square of `X_T^h - X_T` over the paths, the weak error the mean of the same
+difference, an unbiased estimate of `E[X_T^h] - E[X_T]` whose Monte Carlo error is the strong
+error over √N (common random numbers), so a few thousand paths resolve it. GBM's noise is
+scalar, hence commutative: the table's "commutative" column applies.
+
+Additive noise (ShARK, SRA1, SEA): the same solver at a much smaller step on the same paths
+is the reference (no pathwise closed form). Strong order on a double-well (nonlinear drift; large
+noise and small steps, where the 1.5 regime is reached); weak order on E[X_T²] of an
+Ornstein–Uhlenbeck process, where the difference to the reference is smooth in the step.
+
+Each solver compiles once (the step and the model are traced arguments).
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.stats import linregress
+
+import difsim as ds
+from difsim import solvers
+
+T = 1.0
+
+
+class ItoGBM(ds.Model):
+    """dX = μ X dt + σ X dW (Itô)."""
+
+    mu: float = 0.5
+    sigma: float = 1.0
+    state = ds.State(x=1.0)
+
+    def rhs(self, t, s):
+        return dict(x=self.mu * s.x)
+
+    def diffusion(self, t, s):
+        return dict(x=self.sigma * s.x)
+
+
+class StratonovichGBM(ItoGBM):
+    """dX = μ X dt + σ X ∘ dW (Stratonovich)."""
+
+    noise = ds.Noise(calculus="stratonovich")
+
+
+class DoubleWell(ds.Model):
+    """dX = (X - X³) dt + σ dW: additive noise, nonlinear drift."""
+
+    sigma: float = 1.5
+    state = ds.State(x=0.5)
+
+    def rhs(self, t, s):
+        return dict(x=s.x - s.x**3)
+
+    def diffusion(self, t, s):
+        return dict(x=self.sigma * jnp.ones_like(s.x))
+
+
+class OU(ds.Model):
+    """dX = -θ X dt + σ dW."""
+
+    theta: float = 1.0
+    sigma: float = 1.0
+    state = ds.State(x=1.0)
+
+    def rhs(self, t, s):
+        return dict(x=-self.theta * s.x)
+
+    def diffusion(self, t, s):
+        return dict(x=self.sigma)
+
+
+@functools.cache
+def _solve(name: str):
+    """`(model, keys, dt) -> X_T` of every path, compiled once per solver."""
+
+    def one(model, key, dt):
+        sol = ds.simulate(model, t0=0.0, t1=T, save="final", key=key, solver=name, dt0=dt)
+        return sol.ys["x"][-1]
+
+    return jax.jit(jax.vmap(one, in_axes=(None, 0, None)))
+
+
+def _gbm_exact(model, keys, name: str, dt: float):
+    stratonovich = isinstance(model, StratonovichGBM)
+
+    def one(key):
+        path = ds.brownian_path(model, key, 0.0, T, solver=name, dt0=dt)
+        w = path.evaluate(0.0, T)[0]
+        drift = model.mu if stratonovich else model.mu - 0.5 * model.sigma**2
+        return jnp.exp(drift * T + model.sigma * w)
+
+    return jax.vmap(one)(keys)
+
+
+def _slope(steps, errors) -> float:
+    return linregress(np.log(steps), np.log(errors)).slope
+
+
+MULTIPLICATIVE = [n for n, i in solvers.SDE_SOLVERS.items() if not i.additive_only]
+ADDITIVE = [n for n, i in solvers.SDE_SOLVERS.items() if i.additive_only]
+GBM_STEPS = 2.0 ** -np.arange(3, 7)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", MULTIPLICATIVE)
+def test_orders_on_geometric_brownian_motion(name):
+    info = solvers.SDE_SOLVERS[name]
+    cls = ItoGBM if info.calculus == "ito" else StratonovichGBM
+    keys = jax.random.split(jax.random.key(42), 1024)
+    solve = _solve(name)
+    # Strong: noise large against the drift, so the pathwise (martingale) error dominates.
+    strong_model, strong_keys = cls(mu=0.05, sigma=0.5), keys[:512]
+    exact = _gbm_exact(strong_model, strong_keys, name, GBM_STEPS[-1])
+    strong = [
+        jnp.sqrt(jnp.mean((solve(strong_model, strong_keys, h) - exact) ** 2)) for h in GBM_STEPS
+    ]
+    # Weak: drift large against the noise, so E[X^h] - E[X] stands out of the MC error.
+    weak_model = cls(mu=1.5, sigma=0.5)
+    exact = _gbm_exact(weak_model, keys, name, GBM_STEPS[-1])
+    diffs = [solve(weak_model, keys, h) - exact for h in GBM_STEPS]
+    weak = [abs(float(jnp.mean(d))) for d in diffs]
+    standard_errors = [float(jnp.std(d)) / np.sqrt(keys.shape[0]) for d in diffs]
+    assert all(w > 4 * se for w, se in zip(weak, standard_errors)), (weak, standard_errors)
+    assert _slope(GBM_STEPS, strong) == pytest.approx(info.strong["commutative"], abs=0.2)
+    assert _slope(GBM_STEPS, weak) == pytest.approx(info.weak["commutative"], abs=0.2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ADDITIVE)
+def test_orders_with_additive_noise(name):
+    info = solvers.SDE_SOLVERS[name]
+    solve = _solve(name)
+    reference_step = 2.0**-11
+    keys = jax.random.split(jax.random.key(7), 512)
+    steps = 2.0 ** -np.arange(5, 9)
+    model, strong_keys = DoubleWell(), keys[:64]
+    reference = solve(model, strong_keys, reference_step)
+    strong = [jnp.sqrt(jnp.mean((solve(model, strong_keys, h) - reference) ** 2)) for h in steps]
+    assert _slope(steps, strong) == pytest.approx(info.strong["additive"], abs=0.2)
+    steps = 2.0 ** -np.arange(1, 5)
+    reference = solve(OU(), keys, 2.0**-8) ** 2  # its weak error: < 1 % of the smallest
+    diffs = [solve(OU(), keys, h) ** 2 - reference for h in steps]
+    weak = [abs(float(jnp.mean(d))) for d in diffs]
+    standard_errors = [float(jnp.std(d)) / np.sqrt(keys.shape[0]) for d in diffs]
+    assert all(w > 4 * se for w, se in zip(weak, standard_errors)), (weak, standard_errors)
+    assert _slope(steps, weak) == pytest.approx(info.weak["additive"], abs=0.2)
