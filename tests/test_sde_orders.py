@@ -1,17 +1,21 @@
 """Observed strong and weak orders of every named SDE solver, against diffrax's SDE solver
 table (`difsim.solvers.SDE_SOLVERS`), within ±0.2.
 
-Multiplicative noise: geometric Brownian motion, whose exact solution on a Brownian path is
-known, `x0 exp((μ - σ²/2) T + σ W_T)` (Itô; Stratonovich: `x0 exp(μ T + σ W_T)`), with `W_T`
-read from the very path the solver integrates against (`ds.brownian_path`): the strong error
-is the root-mean-square of `X_T^h - X_T` over the paths, the weak error the mean of the same
-difference, an unbiased estimate of `E[X_T^h] - E[X_T]` whose Monte Carlo error is the strong
-error over √N (common random numbers), so a few thousand paths resolve it. GBM's noise is
-scalar, hence commutative: the table's "commutative" column applies.
+Multiplicative noise, scalar (hence commutative: the table's "commutative" column), with
+exact solutions on a Brownian path, `W_T` read from the very path the solver integrates
+against (`ds.brownian_path`):
+
+- strong order: `dX = c cos²X dt + a cos²X ∘ dW` (Stratonovich; the Itô form adds the drift
+  `-a² sin X cos³X`), solved by `X_T = arctan(c T + a W_T + tan X_0)` (Kloeden & Platen
+  1992, §4.4): bounded, so the root-mean-square error over the paths is a steady estimate;
+- weak order: geometric Brownian motion, `X_T = X_0 exp((μ - σ²/2) T + σ W_T)` (Itô;
+  Stratonovich: `exp(μ T + σ W_T)`). The mean of `X_T^h - X_T` over the paths is an unbiased
+  estimate of `E[X_T^h] - E[X_T]` whose Monte Carlo error is the strong error over √N
+  (common random numbers), so a thousand paths resolve it.
 
 Additive noise (ShARK, SRA1, SEA): the same solver at a much smaller step on the same paths
-is the reference (no pathwise closed form). Strong order on a double-well (nonlinear drift; large
-noise and small steps, where the 1.5 regime is reached); weak order on E[X_T²] of an
+is the reference (no pathwise closed form). Strong order on a double-well (nonlinear drift;
+large noise and small steps, where the 1.5 regime is reached); weak order on E[X_T²] of an
 Ornstein–Uhlenbeck process, where the difference to the reference is smooth in the step.
 
 Each solver compiles once (the step and the model are traced arguments).
@@ -49,6 +53,30 @@ class StratonovichGBM(ItoGBM):
     """dX = μ X dt + σ X ∘ dW (Stratonovich)."""
 
     noise = ds.Noise(calculus="stratonovich")
+
+
+class ItoArctan(ds.Model):
+    """dX = (c cos²X - a² sin X cos³X) dt + a cos²X dW (Itô): X = arctan(c t + a W + tan X_0)."""
+
+    a: float = 1.0
+    c: float = 0.5
+    state = ds.State(x=0.5)
+
+    def rhs(self, t, s):
+        cos = jnp.cos(s.x)
+        return dict(x=self.c * cos**2 - self.a**2 * jnp.sin(s.x) * cos**3)
+
+    def diffusion(self, t, s):
+        return dict(x=self.a * jnp.cos(s.x) ** 2)
+
+
+class StratonovichArctan(ItoArctan):
+    """The same process as a Stratonovich SDE: dX = c cos²X dt + a cos²X ∘ dW."""
+
+    noise = ds.Noise(calculus="stratonovich")
+
+    def rhs(self, t, s):
+        return dict(x=self.c * jnp.cos(s.x) ** 2)
 
 
 class DoubleWell(ds.Model):
@@ -89,12 +117,15 @@ def _solve(name: str):
     return jax.jit(jax.vmap(one, in_axes=(None, 0, None)))
 
 
-def _gbm_exact(model, keys, name: str, dt: float):
-    stratonovich = isinstance(model, StratonovichGBM)
+def _exact(model, keys, name: str, dt: float):
+    """The exact `X_T` of `model` (GBM or arctan) on each key's Brownian path."""
 
     def one(key):
         path = ds.brownian_path(model, key, 0.0, T, solver=name, dt0=dt)
         w = path.evaluate(0.0, T)[0]
+        if isinstance(model, ItoArctan):
+            return jnp.arctan(model.c * T + model.a * w + jnp.tan(0.5))
+        stratonovich = isinstance(model, StratonovichGBM)
         drift = model.mu if stratonovich else model.mu - 0.5 * model.sigma**2
         return jnp.exp(drift * T + model.sigma * w)
 
@@ -107,31 +138,29 @@ def _slope(steps, errors) -> float:
 
 MULTIPLICATIVE = [n for n, i in solvers.SDE_SOLVERS.items() if not i.additive_only]
 ADDITIVE = [n for n, i in solvers.SDE_SOLVERS.items() if i.additive_only]
-GBM_STEPS = 2.0 ** -np.arange(3, 7)
+STEPS = 2.0 ** -np.arange(3, 7)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MULTIPLICATIVE)
-def test_orders_on_geometric_brownian_motion(name):
+def test_orders_with_multiplicative_noise(name):
     info = solvers.SDE_SOLVERS[name]
-    cls = ItoGBM if info.calculus == "ito" else StratonovichGBM
+    ito = info.calculus == "ito"
     keys = jax.random.split(jax.random.key(42), 1024)
     solve = _solve(name)
-    # Strong: noise large against the drift, so the pathwise (martingale) error dominates.
-    strong_model, strong_keys = cls(mu=0.05, sigma=0.5), keys[:512]
-    exact = _gbm_exact(strong_model, strong_keys, name, GBM_STEPS[-1])
-    strong = [
-        jnp.sqrt(jnp.mean((solve(strong_model, strong_keys, h) - exact) ** 2)) for h in GBM_STEPS
-    ]
-    # Weak: drift large against the noise, so E[X^h] - E[X] stands out of the MC error.
-    weak_model = cls(mu=1.5, sigma=0.5)
-    exact = _gbm_exact(weak_model, keys, name, GBM_STEPS[-1])
-    diffs = [solve(weak_model, keys, h) - exact for h in GBM_STEPS]
+    # Strong: the bounded arctan process, 512 paths.
+    model, strong_keys = (ItoArctan() if ito else StratonovichArctan()), keys[:512]
+    exact = _exact(model, strong_keys, name, STEPS[-1])
+    strong = [jnp.sqrt(jnp.mean((solve(model, strong_keys, h) - exact) ** 2)) for h in STEPS]
+    # Weak: GBM with a drift large against the noise, so E[X^h] - E[X] stands out.
+    model = (ItoGBM if ito else StratonovichGBM)(mu=1.5, sigma=0.5)
+    exact = _exact(model, keys, name, STEPS[-1])
+    diffs = [solve(model, keys, h) - exact for h in STEPS]
     weak = [abs(float(jnp.mean(d))) for d in diffs]
     standard_errors = [float(jnp.std(d)) / np.sqrt(keys.shape[0]) for d in diffs]
     assert all(w > 4 * se for w, se in zip(weak, standard_errors)), (weak, standard_errors)
-    assert _slope(GBM_STEPS, strong) == pytest.approx(info.strong["commutative"], abs=0.2)
-    assert _slope(GBM_STEPS, weak) == pytest.approx(info.weak["commutative"], abs=0.2)
+    assert _slope(STEPS, strong) == pytest.approx(info.strong["commutative"], abs=0.2)
+    assert _slope(STEPS, weak) == pytest.approx(info.weak["commutative"], abs=0.2)
 
 
 @pytest.mark.slow

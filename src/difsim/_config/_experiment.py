@@ -79,10 +79,11 @@ class SolverSpec:
     max_steps: int
     adjoint: str
     dtype: str
+    brownian: str | None = None  # a stochastic model's Brownian path ("tree", "steps")
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `simulate`/`sweep`: solver, tolerances and step control."""
-        return dict(
+        out = dict(
             solver=self.name,
             rtol=self.rtol,
             atol=self.atol,
@@ -90,6 +91,7 @@ class SolverSpec:
             controller=self.controller,
             max_steps=self.max_steps,
         )
+        return out if self.brownian is None else {**out, "brownian": self.brownian}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -145,6 +145,13 @@ SECTIONS: dict[str, Section] = {
                 "checkpoint",
                 lambda: list(solvers.ADJOINTS),
             ),
+            "brownian": Key(
+                STRING,
+                "a stochastic model's Brownian path: tree (default; one path for any steps) "
+                "or steps (one draw per fixed step, cheaper)",
+                None,
+                lambda: ["tree", "steps"],
+            ),
             "dtype": Key(
                 STRING,
                 "floating-point precision of the run",

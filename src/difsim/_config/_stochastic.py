@@ -9,7 +9,12 @@ from difsim._config._schema import ConfigError
 from difsim._core import Layout, sde_solver_settings
 
 # Which key of [solver] an error of the SDE settings is about, by the words of its message.
-_CULPRITS = (("dt0", "solver.dt0"), ("controller", "solver.controller"), ("tol", "solver.rtol"))
+_CULPRITS = (
+    ("brownian", "solver.brownian"),
+    ("dt0", "solver.dt0"),
+    ("controller", "solver.controller"),
+    ("tol", "solver.rtol"),
+)
 
 
 def parse_sde_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
@@ -20,8 +25,9 @@ def parse_sde_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSp
     given = {k: values[k] for k in ("controller", "dt0", "rtol", "atol", "max_steps")}
     try:
         settings = sde_solver_settings(
-            model, Layout.of(model.initial_state()), solver=values["name"], **given
-        )
+            model, Layout.of(model.initial_state()), solver=values["name"],
+            brownian=values["brownian"], **given,
+        )  # fmt: skip
     except (TypeError, ValueError) as e:
         text = str(e)
         key = next((k for word, k in _CULPRITS if word in text.split(":")[0]), "solver.name")
@@ -36,4 +42,5 @@ def parse_sde_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSp
         max_steps=int(settings.max_steps),
         adjoint=values["adjoint"],
         dtype=values["dtype"],
+        brownian=values["brownian"],
     )

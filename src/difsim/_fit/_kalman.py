@@ -111,6 +111,10 @@ class KalmanProblem(AbstractProblem):
     t0: Float[Array, ""]
     observed: tuple[int, ...] = eqx.field(static=True)
     obs_var: Float[Array, " k"]
+    # The distinct time steps between observations (from t0), and each observation's: one
+    # matrix exponential per distinct step (one for evenly spaced data), not per datum.
+    steps: Float[Array, " u"]
+    step_index: tuple[int, ...] = eqx.field(static=True)
 
     def _filter(self, model: Model):
         """`(innovations (n, k), S (n, k, k), used (n,))` over the data."""
@@ -121,11 +125,12 @@ class KalmanProblem(AbstractProblem):
         h = jnp.eye(m.shape[0], dtype=a.dtype)[np.asarray(self.observed)]
         r = jnp.diag(self.obs_var)
         times = self.data.times
+        phis, cs, qs = jax.vmap(lambda dt: transition(a, b, g, dt))(self.steps)
 
         def step(carry, obs):
-            m, p, t_prev = carry
-            t, y, mask = obs
-            phi, c, q = transition(a, b, g, t - t_prev)
+            m, p = carry
+            t, y, mask, i = obs
+            phi, c, q = phis[i], cs[i], qs[i]
             m, p = phi @ m + c, phi @ p @ phi.T + q
             used = (t > self.t0) & jnp.all(mask)
             s = h @ p @ h.T + r
@@ -134,10 +139,10 @@ class KalmanProblem(AbstractProblem):
             gain = p @ h.T @ jnp.linalg.inv(s_safe)
             m = jnp.where(used, m + gain @ e, m)
             p = jnp.where(used, p - gain @ h @ p, p)
-            return (m, 0.5 * (p + p.T), t), (e, s_safe, used)
+            return (m, 0.5 * (p + p.T)), (e, s_safe, used)
 
-        obs = (times, self.data.values, self.data.mask)
-        _, (e, s, used) = jax.lax.scan(step, (m, p, self.t0), obs)
+        obs = (times, self.data.values, self.data.mask, jnp.asarray(self.step_index))
+        _, (e, s, used) = jax.lax.scan(step, (m, p), obs)
         return e, s, used
 
     def loss(self, u):
@@ -157,9 +162,11 @@ class KalmanProblem(AbstractProblem):
         a, b, g = linear_sde(model, self.t0)
         state = model.initial_state()
         m0 = jnp.stack([jnp.asarray(state[n], a.dtype) for n in state.names])
-        means = jax.vmap(
-            lambda t: (lambda phi, c, _: phi @ m0 + c)(*transition(a, b, g, t - self.t0))
-        )(jnp.asarray(coords, a.dtype))
+        def mean(t):
+            phi, c, _ = transition(a, b, g, t - self.t0)
+            return phi @ m0 + c
+
+        means = jax.vmap(mean)(jnp.asarray(coords, a.dtype))
         return means[:, np.asarray(self.observed)]
 
     def covariance(self, u):
@@ -179,3 +186,13 @@ class KalmanProblem(AbstractProblem):
 @eqx.filter_jit
 def _hessian(problem: KalmanProblem, u):
     return jax.hessian(problem.loss)(u)
+
+
+def step_table(t0: float, times: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+    """`(distinct steps, index of each observation's step)` between `t0` and the data
+    times, the steps rounded to 1e-12 relative so that evenly spaced data share one."""
+    steps = np.diff(np.concatenate([[t0], np.asarray(times, np.float64)]))
+    scale = max(float(np.max(np.abs(steps))), 1e-300)
+    keys = np.round(steps / scale, 12)
+    unique, index = np.unique(keys, return_inverse=True)
+    return unique * scale, tuple(int(i) for i in index)

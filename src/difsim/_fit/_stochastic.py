@@ -25,7 +25,7 @@ from jaxtyping import Array, Float
 from difsim._core import Model, simulate
 from difsim._fit._data import FitData, fit_data
 from difsim._fit._drivers import forward_jacobian
-from difsim._fit._kalman import KalmanProblem, check_linear
+from difsim._fit._kalman import KalmanProblem, check_linear, step_table
 from difsim._fit._shooting import AbstractProblem, SimOptions
 from difsim._fit._transforms import AbstractTransform
 
@@ -122,16 +122,11 @@ class KalmanLikelihood(AbstractObjective):
         )
         obs_var = np.array([float(np.asarray((sigma or {}).get(n, 0.0))) ** 2 for n, _ in pairs])
         observed = tuple(state_names.index(target) for _, target in pairs)
+        steps, index = step_table(float(t0), coords)
         return KalmanProblem(
-            model,
-            tuple(names),
-            tuple(transforms),
-            data,
-            "gaussian",
-            jnp.asarray(t0, dtype),
-            observed,
-            jnp.asarray(obs_var, dtype),
-        )
+            model, tuple(names), tuple(transforms), data, "gaussian", jnp.asarray(t0, dtype),
+            observed, jnp.asarray(obs_var, dtype), jnp.asarray(steps, dtype), index,
+        )  # fmt: skip
 
 
 def _path_data(dataset: xr.Dataset, coord: str, pairs):

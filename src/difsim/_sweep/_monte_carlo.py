@@ -150,8 +150,7 @@ def monte_carlo_spec(
     whether the sweep keeps statistics over the paths.
 
     **Raises:** `TypeError`/`ValueError` when `samples` and the model do not go together
-    (a stochastic model needs them, a deterministic one takes none), or `keep` mixes
-    statistics over paths with per-path quantities.
+    (a stochastic model needs them, a deterministic one takes none).
     """
     if not isinstance(model, Model):
         raise TypeError(f"sweep expects a difsim.Model instance, got {type(model).__name__}")
@@ -175,14 +174,7 @@ def monte_carlo_spec(
             f"sweep expects a spec (ds.GridSweep, ds.ZipSweep or ds.RandomSweep) or None, "
             f"got {type(spec).__name__}"
         )
-    keep = options.keep
-    mixed = not isinstance(keep, str) and keep is not None and any(is_statistics([k]) for k in keep)
-    if mixed and not is_statistics(keep):
-        raise ValueError(
-            f"keep mixes statistics over the paths with per-path quantities ({list(keep)}): "
-            "a Monte Carlo sweep keeps one or the other"
-        )
-    return PathSweep(spec, samples, options.seed), is_statistics(keep)
+    return PathSweep(spec, samples, options.seed), is_statistics(options.keep)
 
 
 def run_statistics(model: Model, spec: PathSweep, options: SweepOptions):

@@ -91,11 +91,12 @@ class StatsPlan:
 
 
 def is_statistics(keep: Any) -> bool:
-    """Whether `keep` asks for statistics over paths (a list of `<var>.<stat>` names)."""
+    """Whether `keep` asks for statistics over paths: a list with at least one `<var>.<stat>`
+    name (the others are then checked as statistics too, by [`plan_statistics`][])."""
     if keep is None or isinstance(keep, str):
         return False
     try:
-        return all(isinstance(k, str) and _split(k)[1] is not None for k in keep) and bool(keep)
+        return any(isinstance(k, str) and _split(k)[1] is not None for k in keep)
     except TypeError:
         return False
 
