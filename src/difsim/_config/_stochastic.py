@@ -6,11 +6,12 @@ from typing import Any
 
 from difsim._config._experiment import SolverSpec
 from difsim._config._schema import ConfigError
-from difsim._core import Layout, sde_solver_settings
+from difsim._core import Layout, SaveSpec, check_saves, sde_solver_settings
 
 # Which key of [solver] an error of the SDE settings is about, by the words of its message.
 _CULPRITS = (
     ("brownian", "solver.brownian"),
+    ("save time", "solver.dt0"),
     ("dt0", "solver.dt0"),
     ("controller", "solver.controller"),
     ("tol", "solver.rtol"),
@@ -28,6 +29,9 @@ def parse_sde_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSp
             model, Layout.of(model.initial_state()), solver=values["name"],
             brownian=values["brownian"], **given,
         )  # fmt: skip
+        time = parsed.get("time")
+        if time is not None:  # (a fit takes its times from the data)
+            check_saves(settings, SaveSpec(**time.kwargs()))
     except (TypeError, ValueError) as e:
         text = str(e)
         key = next((k for word, k in _CULPRITS if word in text.split(":")[0]), "solver.name")

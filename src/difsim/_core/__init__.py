@@ -27,6 +27,7 @@ from difsim._core._save import (
 )
 from difsim._core._sde import (
     brownian_path as brownian_path,
+    check_saves as check_saves,
     noise_summary as noise_summary,
     sde_solver_settings as sde_solver_settings,
 )

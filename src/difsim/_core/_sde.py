@@ -86,9 +86,15 @@ def sde_settings(model, layout, solver, given: dict[str, Any], adjoint, brownian
     `given` keywords; the adjoint checked (no backsolve), and with fixed steps the save
     times checked to lie on the steps (`times`: the solve's `SaveSpec`)."""
     settings = _settings(model, layout, solver, given, adjoint, brownian)
+    check_saves(settings, times)
+    return settings
+
+
+def check_saves(settings: SolverSettings, times) -> None:
+    """With fixed steps, raise unless every save time of `times` (a `SaveSpec`) lies on the
+    steps `t0 + k·dt0` (skipped for traced times: a sweep checks once, where they enter)."""
     if settings.fixed_step and not times.final_only:
         _check_lattice(times.save_times(), times.t0, settings.dt0)
-    return settings
 
 
 def _settings(model, layout, solver, given, adjoint, brownian) -> SolverSettings:

@@ -162,6 +162,7 @@ class KalmanProblem(AbstractProblem):
         a, b, g = linear_sde(model, self.t0)
         state = model.initial_state()
         m0 = jnp.stack([jnp.asarray(state[n], a.dtype) for n in state.names])
+
         def mean(t):
             phi, c, _ = transition(a, b, g, t - self.t0)
             return phi @ m0 + c

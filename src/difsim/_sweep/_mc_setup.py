@@ -117,8 +117,12 @@ def statistics_dataset(model: Model, spec: PathSweep, setup: MCSetup, state) -> 
     info = dict(model.initial_state().info)
     data_vars = {}
     outside = 0
+    n_time = setup.times.n_saved
     for name, var, kind, p in setup.plan.entries:
-        rows = np.stack([acc.result(kind, var, p) for acc in state.points])
+        # A point whose every path failed has no statistics: NaN.
+        empty = np.full((n_time, *np.shape(model.initial_state()[var])), np.nan)
+        results = [acc.result(kind, var, p) for acc in state.points]
+        rows = np.stack([empty if r is None else r for r in results])
         if kind == "quantile":
             outside += int(np.sum(np.isnan(rows) & np.array([acc.n > 0 for acc in state.points])
                                   .reshape((-1,) + (1,) * (rows.ndim - 1))))  # fmt: skip

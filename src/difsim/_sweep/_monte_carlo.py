@@ -32,7 +32,7 @@ from difsim._sweep._mc_setup import statistics_dataset, statistics_setup
 from difsim._sweep._mc_state import MCState, finished_output, load_state, open_output
 from difsim._sweep._options import SweepOptions
 from difsim._sweep._runner import progress_bar
-from difsim._sweep._samples import PathSweep, as_key, path_keys
+from difsim._sweep._samples import PathSweep, as_key, path_keys_at
 from difsim._sweep._spec import AbstractSweep
 from difsim._sweep._statistics import (
     BINS,
@@ -117,7 +117,7 @@ class _Runner:
         index = lanes.point * spec.samples + np.minimum(lanes.path, spec.samples - 1)
         host = {
             "points": spec.base_points(lanes.point, dtype),
-            "key": _keys(spec.seed, index),
+            "key": path_keys_at(spec.seed, index),
             "valid": lanes.valid,
             "segment": (lanes.point - first).astype(np.int32),
         }
@@ -129,12 +129,6 @@ class _Runner:
                          quantiles, block, segments)  # fmt: skip
         out = _compiled(self.mesh)(self.model_dyn, self.save, device, ranges, static)
         return jax.tree.map(np.asarray, out), first
-
-
-def _keys(seed: int, index: np.ndarray) -> np.ndarray:
-    # Keys of arbitrary (sorted, contiguous per point) global indices.
-    lo, hi = int(index.min()), int(index.max()) + 1
-    return path_keys(seed, lo, hi)[index - lo]
 
 
 def _lanes(start: int, stop: int, padded: int, samples: int) -> Lanes:

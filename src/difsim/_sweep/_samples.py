@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from difsim._core import Layout, Model, sde_solver_settings
-from difsim._sweep._options import SolverChoice
+from difsim._core import KEYS, Layout, Model, SaveSpec, check_saves, sde_solver_settings
+from difsim._sweep._options import SolverChoice, SweepOptions
 from difsim._sweep._spec import AbstractSweep
 
 PATH_DIM = "path"
@@ -49,9 +49,15 @@ def _key_data_fn():
 def path_keys(seed: int, start: int, stop: int) -> np.ndarray:
     """Key data `(stop - start, *key_shape)` (uint32) of the paths with global indices
     `start ≤ g < stop`: `key_data(fold_in(key(seed), g))`."""
-    if stop > MAX_PATHS:
-        raise ValueError(f"a Monte Carlo sweep holds at most 2**32 paths, got {stop}")
-    index = jnp.arange(start, stop, dtype=jnp.uint32)
+    return path_keys_at(seed, np.arange(start, stop))
+
+
+def path_keys_at(seed: int, index: np.ndarray) -> np.ndarray:
+    """Key data of the paths with global indices `index` (any order; compiled once per
+    length)."""
+    if index.size and int(np.max(index)) >= MAX_PATHS:
+        raise ValueError(f"a Monte Carlo sweep holds at most 2**32 paths, got {np.max(index)}")
+    index = jnp.asarray(np.asarray(index, np.uint32))
     return np.asarray(_key_data_fn()(jax.random.key(seed), index))
 
 
@@ -123,13 +129,16 @@ class PathSweep(AbstractSweep):
         return f"PathSweep({self.base!r}, samples={self.samples}, seed={self.seed})"
 
 
-def sde_solver_choice(model: Model, given: dict[str, Any], brownian: str | None) -> SolverChoice:
+def sde_solver_choice(model: Model, options: SweepOptions) -> SolverChoice:
     """The [`SolverChoice`][] of a stochastic model's sweep: its settings resolved once by
-    the noise (`simulate`'s rules for SDEs); the solver as its object (SDE solver names
-    are not ODE solver names), the controller's text naming the Brownian path too (it is
-    part of what the settings hash identifies)."""
+    the noise (`simulate`'s rules for SDEs, the save times on the steps of a fixed step);
+    the solver as its object (SDE solver names are not ODE solver names), the
+    controller's text naming the Brownian path too (part of what the settings hash
+    identifies)."""
     layout = Layout.of(model.initial_state())
-    settings = sde_solver_settings(model, layout, brownian=brownian, **given)
+    given = {k: getattr(options, k) for k in KEYS}
+    settings = sde_solver_settings(model, layout, brownian=options.brownian, **given)
+    check_saves(settings, SaveSpec(t0=options.t0, t1=options.t1, save=options.save))
     if np.ndim(settings.atol):
         raise ValueError("atol: ds.sweep takes one absolute tolerance")
     return SolverChoice(

@@ -90,9 +90,10 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
         dtype = np.dtype(jnp.result_type(float))
     plan = plan_keep(options.keep, type(model), state, times.n_saved, times.save_text)
     outputs = plan.outputs(model, times.n_saved, dtype)
-    engine, fallback = choose_engine(options.engine, solver.settings)
     if model.is_stochastic():  # the ensemble engine integrates ODEs: it would drop the noise
         engine, fallback = stochastic_engine(options.engine)
+    else:
+        engine, fallback = choose_engine(options.engine, solver.settings)
     # The engine is part of the result's identity: the two round differently, and a resumed
     # sweep must not mix their chunks.
     described = {**settings(model, spec, times, solver, plan, dtype), "engine": engine}
@@ -131,7 +132,7 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
     same hash, same compiled function."""
     given = {k: getattr(options, k) for k in KEYS}
     if model.is_stochastic():
-        return sde_solver_choice(model, given, options.brownian)
+        return sde_solver_choice(model, options)
     resolved = resolve_solver_settings(type(model), **given)
     solver = resolved["solver"]
     solvers.make_solver(solver)  # unknown names fail here, before anything compiles

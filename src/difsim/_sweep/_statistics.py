@@ -218,11 +218,11 @@ class Accumulator:
             self.max[var] = np.maximum(self.max[var], hi)
         self.n = total
 
-    def result(self, kind: str, var: str, p: float | None) -> np.ndarray:
-        """One statistic, `(time, *shape)`; NaN where it is undefined (no paths, a variance
-        of one path, a quantile outside the histogram's range)."""
+    def result(self, kind: str, var: str, p: float | None) -> np.ndarray | None:
+        """One statistic, `(time, *shape)`; NaN where it is undefined (a variance of one
+        path, a quantile outside the histogram's range); `None` without any path."""
         if self.n == 0:
-            return np.full_like(self.lo.get(var, np.zeros(1)), np.nan, dtype=np.float64)
+            return None
         if kind == "mean":
             return self.mean[var]
         if kind in ("var", "std"):
