@@ -1,12 +1,9 @@
-"""Fitting stochastic models through `ds.fit`: the exact likelihood of a linear-Gaussian SDE
-(Kalman filter) and simulated moments with common random numbers, on the shipped
-Ornstein–Uhlenbeck datasets (`data/make_ou_data.py`, sampled exactly from the transition
-density with known θ, μ, σ).
+"""Fitting stochastic models through `ds.fit`: what is refused, and why.
 
-References: the truth within 3 standard errors (as the fit reports them); the likelihood
-fit against an independent maximum-likelihood fit of the OU transition density written in
-NumPy and minimised by scipy, with standard errors from scipy's finite-difference Hessian;
-the simulated moments' gradient against central differences.
+The fits themselves (the exact Kalman likelihood and simulated moments, on the shipped
+Ornstein–Uhlenbeck data, against the truth, an independent scipy fit and finite
+differences) are docs/stochastic.md's, checked in tests/test_docs_stochastic.py: one run
+of each serves both.
 """
 
 from pathlib import Path
@@ -14,11 +11,12 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.optimize as so
 import xarray as xr
+from scipy.integrate import quad_vec
+from scipy.linalg import expm
+from scipy.stats import multivariate_normal
 
 import difsim as ds
-from difsim._fit._stochastic import _jacobian
 from difsim.models import DoubleWellLangevin, OrnsteinUhlenbeck
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -28,72 +26,6 @@ FREE = {"theta": ds.Positive(), "mu": ds.Identity(), "sigma": ds.Positive()}
 @pytest.fixture(scope="module")
 def series():
     return xr.open_dataset(DATA / "ou_series.nc").load()
-
-
-@pytest.fixture(scope="module")
-def kalman(series):
-    return ds.fit(OrnsteinUhlenbeck(), series, free=FREE, objective=ds.KalmanLikelihood())
-
-
-def _numpy_nll(p, t, x):
-    theta, mu, sigma = p
-    decay = np.exp(-theta * np.diff(t))
-    var = sigma**2 / (2 * theta) * (1 - decay**2)
-    mean = mu + (x[:-1] - mu) * decay
-    return 0.5 * np.sum((x[1:] - mean) ** 2 / var + np.log(2 * np.pi * var))
-
-
-def test_kalman_likelihood_recovers_the_truth(kalman, series):
-    assert kalman.ok and kalman.optimizer == "bfgs"
-    for name in FREE:
-        truth = series.attrs[name]
-        assert abs(kalman.parameters[name] - truth) < 3 * kalman.stderr[name], name
-
-
-def test_kalman_likelihood_equals_an_independent_transition_density_fit(kalman, series):
-    t, x = series["time"].values, series["x"].values
-    best = so.minimize(_numpy_nll, [1.0, 0.0, 0.5], args=(t, x), method="Nelder-Mead",
-                       options=dict(xatol=1e-10, fatol=1e-12, maxiter=20000))  # fmt: skip
-    got = [kalman.parameters[n] for n in FREE]
-    np.testing.assert_allclose(got, best.x, rtol=1e-5)
-    assert kalman.loss == pytest.approx(best.fun, rel=1e-9)
-    # Standard errors: the inverse Hessian of the same negative log-likelihood.
-    h = np.zeros((3, 3))
-    eps = 1e-4 * np.abs(best.x)
-    for i in range(3):
-        for j in range(3):
-            e_i, e_j = np.eye(3)[i] * eps[i], np.eye(3)[j] * eps[j]
-            f = lambda d: _numpy_nll(best.x + d, t, x)  # noqa: E731
-            h[i, j] = (f(e_i + e_j) - f(e_i - e_j) - f(-e_i + e_j) + f(-e_i - e_j)) / (
-                4 * eps[i] * eps[j]
-            )
-    stderr = np.sqrt(np.diag(np.linalg.inv(h)))
-    np.testing.assert_allclose([kalman.stderr[n] for n in FREE], stderr, rtol=1e-3)
-
-
-def test_simulated_moments_recover_the_truth_with_gradients_through_the_paths():
-    data = xr.open_dataset(DATA / "ou_paths.nc").load()
-    objective = ds.SimulatedMoments(paths=400, seed=1, dt0=0.05, brownian="steps")
-    # The data start at x = 2 (the model's default initial state is 1).
-    start = OrnsteinUhlenbeck(theta=0.8, mu=0.2, sigma=0.4).replace(**{"state.x": 2.0})
-    fit = ds.fit(start, data, free=FREE, objective=objective, solver="euler")
-    assert fit.ok and fit.names == tuple(FREE)
-    for name in FREE:
-        assert abs(fit.parameters[name] - data.attrs[name]) < 3 * fit.stderr[name], name
-    # Common random numbers: the objective is a deterministic, smooth function of the
-    # parameters, and its forward-mode derivative (through every path) is the difference
-    # quotient's limit.
-    # (The compiled residuals-and-Jacobian of the fit's standard errors, reused.)
-    problem, u = fit.problem.with_adjoint("forward"), jnp.asarray(fit.u)
-    r0, jac = _jacobian(problem, u)
-    np.testing.assert_array_equal(_jacobian(problem, u)[0], r0)
-    h = 1e-5
-    for i in range(u.shape[0]):
-        e = jnp.zeros_like(u).at[i].set(h)
-        fd = (_jacobian(problem, u + e)[0] - _jacobian(problem, u - e)[0]) / (2 * h)
-        np.testing.assert_allclose(jac[:, i], fd, rtol=1e-4, atol=1e-6)
-    out = fit.to_xarray()  # data and fitted moments, labelled
-    assert set(out["x.mean"].dims) == {"time"} and "x.var_fit" in out
 
 
 def test_stochastic_fits_are_checked(series):
@@ -107,3 +39,44 @@ def test_stochastic_fits_are_checked(series):
     with pytest.raises(ValueError, match="KalmanLikelihood fits an SDE; Lorenz has no noise"):
         ds.fit(ds.models.Lorenz(), series.rename(x="x"), free=["rho"],
                observe={"x": "x"}, objective=ds.KalmanLikelihood())  # fmt: skip
+
+
+class NoisyOscillator(ds.Model):
+    """A damped oscillator driven by noise: dx = v dt, dv = (-ω² x - γ v) dt + σ dW."""
+
+    omega: float = 1.3
+    gamma: float = 0.4
+    sigma: float = 0.5
+    state = ds.State(x=1.0, v=0.0)
+
+    def rhs(self, t, s):
+        return dict(x=s.v, v=-(self.omega**2) * s.x - self.gamma * s.v)
+
+    def diffusion(self, t, s):
+        return dict(v=self.sigma)
+
+
+def test_kalman_likelihood_of_a_partly_and_noisily_observed_system():
+    # x alone observed, with measurement noise 0.1, at 6 times: the observations are jointly
+    # Gaussian. The reference likelihood is the dense one, its covariance built with scipy
+    # (matrix exponentials, and the noise covariance by quadrature of e^{As} G Gᵀ e^{Aᵀs}).
+    model, times = NoisyOscillator(), np.array([0.0, 0.4, 1.0, 1.7, 2.5, 3.0])
+    y = np.array([1.0, 0.85, 0.3, -0.5, -0.2, 0.4])
+    data = xr.Dataset({"x": ("time", y)}, coords={"time": times})
+    result = ds.fit(model, data, free=["omega"], objective=ds.KalmanLikelihood(),
+                    sigma={"x": 0.1}, t0=-0.5, steps=0)  # fmt: skip
+    a = np.array([[0.0, 1.0], [-(1.3**2), -0.4]])
+    gg = np.array([[0.0, 0.0], [0.0, 0.25]])
+
+    def noise_cov(t):
+        return quad_vec(lambda s: expm(a * s) @ gg @ expm(a * s).T, 0.0, t, epsabs=1e-13)[0]
+
+    t = times + 0.5  # from t0 = -0.5, where the state is known
+    mean = np.array([(expm(a * ti) @ [1.0, 0.0])[0] for ti in t])
+    cov = np.empty((6, 6))
+    for i in range(6):
+        for j in range(i, 6):
+            cov[i, j] = cov[j, i] = (expm(a * (t[j] - t[i])) @ noise_cov(t[i]))[0, 0]
+    reference = -multivariate_normal(mean, cov + 0.01 * np.eye(6)).logpdf(y)
+    u = jnp.asarray(result.u)
+    assert float(result.problem.loss(u)) == pytest.approx(reference, rel=1e-9)

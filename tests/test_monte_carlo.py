@@ -176,3 +176,18 @@ def test_config_monte_carlo_sections_are_checked():
     assert experiment.solver.name == "shark"
     assert experiment.sweep.paths() == {"samples": 5, "seed": 0}
     assert ds.load_config(experiment.to_dict()) == experiment
+
+
+def test_a_config_runs_one_path_of_a_stochastic_model():
+    config = {
+        "model": {"name": "ornstein_uhlenbeck"},
+        "time": {"t1": 1.0, "save": 5},
+        "solver": {"name": "euler", "dt0": 0.05, "seed": 3, "dtype": "float64"},
+    }
+    data = ds.run_config(config, plot=False)
+    sol = ds.simulate(OrnsteinUhlenbeck(), t0=0.0, t1=1.0, save=5, key=jax.random.key(3),
+                      solver="euler", dt0=0.05)  # fmt: skip
+    np.testing.assert_allclose(data["x"], sol.ys["x"], rtol=1e-14)
+    assert data.attrs["noise"] == "diagonal, Itô" and data.attrs["calculus"] == "ito"
+    with pytest.raises(ds.ConfigError, match=r"\[solver\] seed: .*Lorenz has no noise"):
+        ds.load_config({"model": {"name": "lorenz"}, "time": {"t1": 1.0}, "solver": {"seed": 1}})

@@ -80,6 +80,12 @@ class SolverSpec:
     adjoint: str
     dtype: str
     brownian: str | None = None  # a stochastic model's Brownian path ("tree", "steps")
+    seed: int | None = None  # the key of a stochastic model's single run
+
+    def key(self) -> Any:
+        """The PRNG key of a stochastic model's single run (`jax.random.key(seed)`, seed 0
+        by default); made at run time, as it touches the JAX backend."""
+        return jax.random.key(self.seed or 0)
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `simulate`/`sweep`: solver, tolerances and step control."""

@@ -145,6 +145,12 @@ SECTIONS: dict[str, Section] = {
                 "checkpoint",
                 lambda: list(solvers.ADJOINTS),
             ),
+            "seed": Key(
+                SEED,
+                "seed of a stochastic model's Brownian path in a single run (default 0; the "
+                "paths of a sweep take [sweep] seed)",
+                None,
+            ),
             "brownian": Key(
                 STRING,
                 "a stochastic model's Brownian path: tree (default; one path for any steps) "

@@ -47,4 +47,5 @@ def parse_sde_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSp
         adjoint=values["adjoint"],
         dtype=values["dtype"],
         brownian=values["brownian"],
+        seed=values["seed"],
     )

@@ -147,7 +147,8 @@ def check_noise(model, layout: Layout) -> Noise:
     noise = type(model).noise
     if not isinstance(noise, Noise):
         raise TypeError(
-            f"{cls}.noise must be a ds.Noise (e.g. noise = ds.Noise(dim=2)), got {noise!r}"
+            f"{cls}.noise must be a ds.Noise (e.g. noise = ds.Noise(dim=2)), got {noise!r}; "
+            "a parameter called 'noise' hides that declaration: rename the parameter"
         )
     t = jax.ShapeDtypeStruct((), layout.dtype)
     y = {n: jax.ShapeDtypeStruct(s, layout.dtype) for n, s in zip(layout.names, layout.shapes)}
