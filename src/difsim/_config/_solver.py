@@ -15,11 +15,12 @@ def parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
     cls = parsed["model"].cls
     if cls.is_stochastic():
         return parse_sde_solver(values, parsed)
-    if values["brownian"] is not None:
-        raise ConfigError(
-            f"{cls.__name__} has no noise (no diffusion): it has no Brownian path",
-            "solver.brownian",
-        )
+    for key in ("brownian", "seed"):
+        if values[key] is not None:
+            raise ConfigError(
+                f"{cls.__name__} has no noise (no diffusion): it has no Brownian path",
+                f"solver.{key}",
+            )
     if values["name"] is not None and values["name"] not in solvers.SOLVERS:
         raise ConfigError(
             f"{values['name']!r} is an SDE solver, and {cls.__name__} has no noise (no "

@@ -134,6 +134,11 @@ def parse_sweep(values: dict[str, Any], parsed: dict[str, Any]) -> SweepSpec:
     monte_carlo = cls.is_stochastic()
     if monte_carlo:
         _monte_carlo_checks(values, kind, cls)
+        if parsed["solver"].seed is not None:
+            raise ConfigError(
+                "a sweep's Monte Carlo paths take their keys from [sweep] seed: move it there",
+                "solver.seed",
+            )
     entries = _entries(values, cls, allow_empty=monte_carlo)
     built = {key: entry_values(key, value, kind) for key, value in entries.items()}
     random = kind in ("random", "lhs")
@@ -232,8 +237,8 @@ def _check_settings(
     for key in ("samples", "seed"):
         if not random and not monte_carlo and values[key] is not None:
             raise ConfigError(
-                f'{key} applies to kind = "random" or "lhs", or to the Monte Carlo paths of a '
-                f'stochastic model; this sweep is "{kind}" and its model has no noise',
+                f'{key} applies to kind = "random" or "lhs" only; this sweep is "{kind}" (or to '
+                "the Monte Carlo paths of a stochastic model, and this model has no noise)",
                 f"sweep.{key}",
             )
     if kind == "grid" and values["dim"] is not None:

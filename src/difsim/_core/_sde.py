@@ -158,10 +158,13 @@ def _check_lattice(ts, t0, dt0) -> None:
     """Raise unless every save time is `t0 + k·dt0`: between steps diffrax interpolates
     linearly, which for an SDE drops the noise inside the step (a variance too small)."""
     try:
+        dtype = np.result_type(np.asarray(ts).dtype, np.float32)  # the times' precision
         k = (np.asarray(ts, np.float64) - float(t0)) / float(dt0)
     except Exception:  # traced (jit/vmap): the caller's times were checked where they entered
         return
-    off = np.abs(k - np.rint(k)) > 1e-9 * np.maximum(1.0, np.abs(k))
+    # To the rounding of the run's precision (0.2 / 0.01 is 20.0000006 in float32).
+    tol = max(1e-9, 64 * float(np.finfo(dtype).eps))
+    off = np.abs(k - np.rint(k)) > tol * np.maximum(1.0, np.abs(k))
     if np.any(off):
         t = float(np.asarray(ts)[np.argmax(off)])
         raise ValueError(
