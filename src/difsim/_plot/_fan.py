@@ -65,37 +65,44 @@ def _points(da: xr.DataArray) -> list[tuple[str, dict[str, int]]]:
 
 
 def plot_fan(dataset: xr.Dataset, path: str | Path | None = None):
-    """Fan chart of a statistics sweep's Dataset (see the module docstring). With `path`,
-    saved as a PNG and closed.
+    """Fan chart of a statistics sweep's Dataset (see the module docstring): one panel per
+    state variable and point of the parameter spec (at most `MAX_LINES` points), the mean
+    (or median) inside its quantile bands. With `path`, saved as a PNG and closed.
 
     **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
     """
     from matplotlib.figure import Figure
 
     variables = _variables(dataset) or [str(next(iter(dataset.data_vars)))]
-    fig = Figure(figsize=(7.5, 2.8 * len(variables) + 0.6))
-    axes = fig.subplots(len(variables), 1, squeeze=False)[:, 0]
-    colors = [f"C{i}" for i in range(10)]
-    for ax, var in zip(axes, variables):
+    centres = {v: f"{v}.mean" if f"{v}.mean" in dataset else f"{v}.median" for v in variables}
+    panels = [(v, label, index) for v in variables for label, index in _points(dataset[centres[v]])]
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig = Figure(figsize=(3.6 * ncols + 0.6, 2.6 * nrows + 0.8))
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True)
+    time = dataset["time"]
+    for k, (ax, (var, label, index)) in enumerate(zip(axes.flat, panels)):
         bands = _bands(_quantiles(dataset, var))
-        centre = f"{var}.mean" if f"{var}.mean" in dataset else f"{var}.median"
-        points = _points(dataset[centre])
-        for k, (label, index) in enumerate(points):
-            color = colors[k % len(colors)]
-            for low, high, width in bands:
-                lo, hi = dataset[low].isel(index), dataset[high].isel(index)
-                ax.fill_between(dataset["time"], lo, hi, color=color, lw=0,
-                                alpha=0.12 + 0.1 * (1 - width))  # fmt: skip
-            ax.plot(dataset["time"], dataset[centre].isel(index), color=color, lw=1.5,
-                    label=label or None)  # fmt: skip
-        units = dataset[centre].attrs.get("units")
+        color = f"C{variables.index(var)}"
+        for low, high, width in bands:
+            lo, hi = dataset[low].isel(index), dataset[high].isel(index)
+            name = f"{low.rpartition('.')[2]}–{high.rpartition('.')[2]}"
+            alpha = 0.15 + 0.15 * (1 - width)
+            ax.fill_between(time, lo, hi, color=color, lw=0, alpha=alpha, label=name)
+        ax.plot(time, dataset[centres[var]].isel(index), color=color, lw=1.5,
+                label=centres[var].rpartition(".")[2])  # fmt: skip
+        units = dataset[centres[var]].attrs.get("units")
         ax.set_ylabel(f"{var} [{units}]" if units else var)
-        shown = ", ".join(f"{lo.rpartition('.')[2]}–{hi.rpartition('.')[2]}" for lo, hi, _ in bands)
-        ax.set_title(f"{centre}" + (f" with bands {shown}" if shown else ""), fontsize=9)
-        if any(label for label, _ in points):
+        ax.set_title(label, fontsize=9)
+        if k == 0:
             ax.legend(fontsize=8, loc="best")
-    time_units = dataset["time"].attrs.get("units")
-    axes[-1].set_xlabel(f"time [{time_units}]" if time_units else "time")
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    time_units = time.attrs.get("units")
+    for k, ax in enumerate(axes.flat[: len(panels)]):
+        if k + ncols >= len(panels):  # the lowest panel of its column
+            ax.set_xlabel(f"time [{time_units}]" if time_units else "time")
+            ax.xaxis.set_tick_params(labelbottom=True)
     paths = dataset.attrs.get("samples", "")
     title = f"{dataset.attrs.get('model', '')}: {paths} paths per point".strip(": ")
     return finish_figure(fig, title, path)
