@@ -5,7 +5,7 @@ A `diffrax.VirtualBrownianTree` (difsim's default, `brownian="tree"`) answers an
 adaptive steps, strong-order checks and reverse-mode gradients need. Each query descends
 the tree, though, about 16 levels of random draws: for fixed-step Monte Carlo ensembles
 that dominates the cost. [`StepBrownianPath`][] (`brownian="steps"`) draws the increment
-of step `k` (and its Lévy areas) directly from `fold_in(key, k)`, one draw per step (≈ 50×
+of step `k` (and its Lévy areas) directly from `fold_in(key, k)`, one draw per step (≈ 30×
 cheaper on a CPU): exact Brownian increments on the step lattice `t0 + k·dt`, and
 deterministic (so gradients through a fixed key are exact), but a key's path depends on
 `dt`: refining the step gives a new path, not a finer one.
