@@ -103,11 +103,11 @@ def test_each_path_has_the_key_of_its_global_index(paths):
 def test_statistics_do_not_depend_on_chunks_or_devices(stats):
     # The same paths (keys of their global indices) and the same block merges, in the same
     # order: equal up to the last bit a differently sized batch may round differently.
-    small = _stats(chunk_size=256)
-    one_device = _stats(chunk_size=512, devices=jax.devices()[:1])
-    for other in (small, one_device):
-        for name in KEEP:
-            np.testing.assert_allclose(other[name], stats[name], rtol=1e-13, atol=1e-15)
+    # (The fixture ran on every device, with chunks from the memory budget.)
+    other = _stats(chunk_size=256, devices=jax.devices()[:1])
+    assert len(jax.devices()) > 1
+    for name in KEEP:
+        np.testing.assert_allclose(other[name], stats[name], rtol=1e-13, atol=1e-15)
 
 
 def test_a_killed_statistics_sweep_resumes_to_the_same_result(tmp_path):

@@ -200,7 +200,8 @@ def test_diffusion_shapes_and_names_are_checked():
             attrs["noise"] = noise
         return type("Bad", (_Bad,), attrs)()
 
-    run = functools.partial(ds.simulate, t0=0.0, t1=1.0, save=11, key=jax.random.key(0), dt0=0.1)
+    run = functools.partial(ds.simulate, t0=0.0, t1=1.0, save=11, key=jax.random.key(0), dt0=0.1,
+                            solver="euler", brownian="steps")  # fmt: skip
     with pytest.raises(ValueError, match="returned shape \\(2,\\) for state variable 'v'"):
         run(with_diffusion(lambda s: dict(v=jnp.ones(2))))
     with pytest.raises(ValueError, match="returned 'w', which is not a state variable"):
