@@ -237,8 +237,14 @@ def _sweep_lines(experiment: Experiment, result: RunResult) -> list[tuple[str, s
     report, sweep, dataset = result.report, experiment.sweep, result.dataset
     model, tspec = experiment.model, experiment.time
     keys = ", ".join(sweep.entries)
-    sizes = list(dataset.status.shape) if dataset is not None else []
+    # A Monte Carlo sweep keeping statistics has no per-path status: its points' path counts.
+    per = None if dataset is None else dataset.get("status", dataset.get("n_paths"))
+    sizes = [] if per is None else list(per.shape)
+    if "status" not in (dataset if dataset is not None else {}) and sweep.monte_carlo:
+        sizes.append(sweep.samples)
     shape = f" ({' x '.join(map(str, sizes))})" if len(sizes) > 1 else ""
+    if sweep.monte_carlo:
+        keys = f"{keys or 'no keys'}, {sweep.samples} Monte Carlo paths each"
     fixed = ", ".join(
         f"{p}={dataset.attrs[p]:.6g}"
         for p in model.cls.parameter_names()
@@ -365,6 +371,9 @@ def _solvers() -> int:
     ]
     print("Solvers ([solver] name)\n")
     print(_table(rows, ("name", "order", "adaptive", "implicit", "imex", "description")))
+    print("\nSDE solvers ([solver] name of a model with noise; orders strong/weak)\n")
+    print(_table(_sde_rows(), ("name", "calculus", "general", "commutative", "additive",
+                               "adaptive", "description")))  # fmt: skip
     print("\nStep-size controllers ([solver] controller)\n")
     print(_table(list(solvers.CONTROLLERS.items()), ("name", "description")))
     print("\nAdjoints ([solver] adjoint)\n")
@@ -374,6 +383,18 @@ def _solvers() -> int:
     ]
     print(_table(rows, ("name", "description")))
     return 0
+
+
+def _sde_rows() -> list[tuple[str, ...]]:
+    def orders(info, noise: str) -> str:
+        return f"{info.strong[noise]:g}/{info.weak[noise]:g}" if noise in info.strong else "-"
+
+    return [
+        (i.name, i.calculus if not i.additive_only else "additive noise", orders(i, "general"),
+         orders(i, "commutative"), orders(i, "additive"), "yes" if i.adaptive else "-",
+         i.description)
+        for i in solvers.SDE_SOLVERS.values()
+    ]  # fmt: skip
 
 
 def _outputs(*paths) -> str:

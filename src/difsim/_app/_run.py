@@ -21,7 +21,7 @@ import numpy as np
 import xarray as xr
 
 from difsim._config import ConfigError, Experiment, load_config
-from difsim._core import simulate
+from difsim._core import noise_summary, simulate
 from difsim._fit import check_checkpoint, fit
 from difsim._io import (
     RUN_ATTR,
@@ -143,10 +143,12 @@ def _execute_simulation(experiment: Experiment, outputs: Outputs, *, progress: b
         model = experiment.model.build()
         spec, tspec = experiment.solver, experiment.time
         start = time.perf_counter()
+        key = spec.key() if model.is_stochastic() else None  # one path of a noisy model
         sol = simulate(
             model,
             **tspec.kwargs(),
             **spec.kwargs(),
+            key=key,
             adjoint=spec.adjoint,
             throw=False,
             progress=progress,
@@ -161,6 +163,7 @@ def _execute_simulation(experiment: Experiment, outputs: Outputs, *, progress: b
         dtype=experiment.solver.dtype,
         num_accepted_steps=int(sol.num_accepted_steps),
         num_rejected_steps=int(sol.num_rejected_steps),
+        **noise_summary(model),
     )
     nc_path, png_path = outputs.netcdf, outputs.plot
     if nc_path is not None:
@@ -189,6 +192,7 @@ def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress: bool) 
             chunk_size=sweep.chunk_size,
             memory_budget=sweep.budget,
             engine=sweep.engine,
+            **sweep.paths(),
             output=nc_path,
             store=experiment.output.store,
             overwrite=experiment.output.overwrite,

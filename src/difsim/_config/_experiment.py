@@ -79,10 +79,17 @@ class SolverSpec:
     max_steps: int
     adjoint: str
     dtype: str
+    brownian: str | None = None  # a stochastic model's Brownian path ("tree", "steps")
+    seed: int | None = None  # the key of a stochastic model's single run
+
+    def key(self) -> Any:
+        """The PRNG key of a stochastic model's single run (`jax.random.key(seed)`, seed 0
+        by default); made at run time, as it touches the JAX backend."""
+        return jax.random.key(self.seed or 0)
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `simulate`/`sweep`: solver, tolerances and step control."""
-        return dict(
+        out = dict(
             solver=self.name,
             rtol=self.rtol,
             atol=self.atol,
@@ -90,6 +97,7 @@ class SolverSpec:
             controller=self.controller,
             max_steps=self.max_steps,
         )
+        return out if self.brownian is None else {**out, "brownian": self.brownian}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,12 +137,19 @@ class SweepSpec:
     memory_budget: str | int | None = None
     dim: str | None = None
     engine: str = "auto"
-    spec: AbstractSweep = dataclasses.field(compare=False, repr=False, kw_only=True)
+    spec: AbstractSweep | None = dataclasses.field(compare=False, repr=False, kw_only=True)
     budget: int | None = dataclasses.field(default=None, compare=False, kw_only=True)
+    monte_carlo: bool = dataclasses.field(default=False, compare=False, kw_only=True)
 
-    def build(self) -> AbstractSweep:
-        """The sweep spec object, built once when the config was parsed."""
+    def build(self) -> AbstractSweep | None:
+        """The sweep spec object, built once when the config was parsed (`None` for Monte
+        Carlo paths of the model as it is, with no swept keys)."""
         return self.spec
+
+    def paths(self) -> dict[str, Any]:
+        """Keyword arguments of `sweep` for the Monte Carlo paths of a stochastic model
+        (`samples`, `seed`), or none."""
+        return dict(samples=self.samples, seed=self.seed or 0) if self.monte_carlo else {}
 
     def to_dict(self) -> dict[str, Any]:
         settings = {

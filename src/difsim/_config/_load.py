@@ -119,9 +119,9 @@ SECTIONS: dict[str, Section] = {
             "name": Key(
                 STRING,
                 "a solver from difsim.solvers.SOLVERS (default: tsit5, or "
-                "kvaerno5 for stiff models)",
+                "kvaerno5 for stiff models), or for a stochastic model from SDE_SOLVERS",
                 None,
-                lambda: list(solvers.SOLVERS),
+                lambda: list(dict.fromkeys([*solvers.SOLVERS, *solvers.SDE_SOLVERS])),
             ),
             "rtol": Key(POSITIVE, "relative tolerance (default 1e-6, or the model's)", None),
             "atol": Key(POSITIVE, "absolute tolerance (default 1e-6, or the model's)", None),
@@ -147,6 +147,19 @@ SECTIONS: dict[str, Section] = {
                 "from difsim.solvers.ADJOINTS",
                 "checkpoint",
                 lambda: list(solvers.ADJOINTS),
+            ),
+            "seed": Key(
+                SEED,
+                "seed of a stochastic model's Brownian path in a single run (default 0; the "
+                "paths of a sweep take [sweep] seed)",
+                None,
+            ),
+            "brownian": Key(
+                STRING,
+                "a stochastic model's Brownian path: tree (default; one path for any steps) "
+                "or steps (one draw per fixed step, cheaper)",
+                None,
+                lambda: ["tree", "steps"],
             ),
             "dtype": Key(
                 STRING,
@@ -191,12 +204,20 @@ SECTIONS: dict[str, Section] = {
                 "grid",
                 lambda: ["grid", "zip", "random", "lhs"],
             ),
-            "samples": Key(POSITIVE_INT, "number of points of a random or lhs sweep", None),
-            "seed": Key(SEED, "seed of the JAX PRNG key (random, lhs; default 0)", None),
+            "samples": Key(
+                POSITIVE_INT,
+                "number of points of a random or lhs sweep; for a stochastic model, Monte "
+                "Carlo paths per point",
+                None,
+            ),
+            "seed": Key(
+                SEED, "seed of the JAX PRNG key (random, lhs, Monte Carlo paths; default 0)", None
+            ),
             "keep": Key(
                 KEEP,
                 'what to keep per trajectory: "final", "trajectory", or a list of '
-                'observables like ["x.max", "R.final"]',
+                'observables like ["x.max", "R.final"]; of Monte Carlo paths, statistics '
+                'over them like ["x.mean", "x.var", "x.q05", "x.q95"]',
                 "final",
             ),
             "chunk_size": Key(

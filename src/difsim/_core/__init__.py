@@ -14,6 +14,9 @@ from difsim._core._model import (
     Model as Model,
     param as param,
 )
+from difsim._core._noise import (
+    Noise as Noise,
+)
 from difsim._core._observable import (
     ObservableInfo as ObservableInfo,
     model_observables as model_observables,
@@ -21,6 +24,12 @@ from difsim._core._observable import (
 )
 from difsim._core._save import (
     SaveSpec as SaveSpec,
+)
+from difsim._core._sde import (
+    brownian_path as brownian_path,
+    check_saves as check_saves,
+    noise_summary as noise_summary,
+    sde_solver_settings as sde_solver_settings,
 )
 from difsim._core._simulate import (
     simulate as simulate,

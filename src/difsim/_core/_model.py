@@ -8,6 +8,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from difsim._core._noise import Noise
 from difsim._core._state import State, VarInfo, state_var
 from difsim._pde import Grid, irfftn, rfftn
 
@@ -58,6 +59,11 @@ class Model(eqx.Module):
     s_hat)` instead of (or besides) `rhs_nonstiff`: the spectral solver ETDRK4 then works
     without transforming each stage back and forth.
 
+    Noise (a stochastic differential equation, see `docs/stochastic.md`): define
+    `diffusion(self, t, s)`, returning like `rhs` one entry per noisy state variable; the
+    class attribute `noise = ds.Noise(...)` chooses diagonal (default) or general noise and
+    the calculus (Itô by default). `simulate` then needs a PRNG key.
+
     Class-level options (`ClassVar`): `time_units` (a UDUNITS string, e.g. `"s"`; `None`
     is written `"1"`, model units), `stiff` (pick a stiff solver by default),
     `solver_defaults` (settings `simulate`/`sweep`/configs use when the caller leaves them
@@ -82,6 +88,7 @@ class Model(eqx.Module):
     plot_time_scale: ClassVar[str] = "linear"
     invariants: ClassVar[dict[str, VarInfo]] = {}
     solver_defaults: ClassVar[dict[str, Any]] = {}
+    noise: ClassVar[Noise] = Noise()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -123,6 +130,21 @@ class Model(eqx.Module):
             )
         slow, fast = self.rhs_nonstiff(t, s), self.rhs_stiff(t, s)
         return {name: slow[name] + fast[name] for name in s.names}
+
+    def diffusion(self, t, s: State) -> Mapping[str, Any]:
+        """Optional: the noise of a stochastic model, `{name: g}` (units of var / √time).
+
+        Diagonal noise (default): `g` has the variable's shape, and `dx = rhs dt + g dW` with
+        an independent Brownian motion per entry; variables left out have no noise. General
+        noise (`noise = ds.Noise(dim=m)`): `g` has shape `(*var_shape, m)`, one column per
+        shared Brownian motion. See [`Noise`][difsim.Noise].
+        """
+        raise NotImplementedError(f"{type(self).__name__} defines no diffusion (it has no noise)")
+
+    @classmethod
+    def is_stochastic(cls) -> bool:
+        """Whether the model defines `diffusion` (an SDE, solved with a PRNG key)."""
+        return cls.diffusion is not Model.diffusion
 
     def rhs_nonstiff(self, t, s: State) -> Mapping[str, Any]:
         """Non-stiff part of the right-hand side (treated explicitly by IMEX solvers).

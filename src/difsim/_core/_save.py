@@ -1,5 +1,6 @@
 """`SaveSpec`: a solve's time span and the times it saves, checked once where they enter."""
 
+import math
 from typing import Any
 
 import equinox as eqx
@@ -98,13 +99,15 @@ class SaveSpec(eqx.Module):
         return jnp.asarray(self.ts)
 
 
-def check_saved_memory(times: SaveSpec, n_values: int, itemsize: int, what: str) -> None:
-    """Refuse, before anything is allocated, a solve whose saved values cannot fit in
-    memory: `times.n_saved` saved states of `n_values` numbers of `itemsize` bytes, plus the
-    times (`what` names the solve in the message).
+def check_saved_memory(times: SaveSpec, layout: Any, model_name: str) -> None:
+    """Refuse, before anything is allocated, a `simulate` whose saved values cannot fit in
+    memory: `times.n_saved` saved states of the `layout`'s values (its `shapes` and
+    `dtype`), plus the times.
 
     **Raises:** `difsim._resources.ResourceError` (a `ValueError`) naming `save`.
     """
+    n_values = sum(math.prod(shape) for shape in layout.shapes)
+    itemsize, what = layout.dtype.itemsize, f"simulate({model_name})"
     n = times.n_saved
     key = "save" if times.ts is None else "save times"
     check_memory(

@@ -259,7 +259,9 @@ def make_result(
     names = tuple(transforms)
     q = len(names)
     if np.isfinite(loss):
-        cov, _, sigma2, dof = gauss_newton_covariance(problem, u)
+        # A problem may estimate its own (a likelihood's Hessian, a GMM's weighting).
+        estimate = getattr(problem, "covariance", None)
+        cov, _, sigma2, dof = estimate(u) if estimate else gauss_newton_covariance(problem, u)
     else:
         p = u.shape[0]
         cov, sigma2, dof = np.full((p, p), np.nan), float("nan"), 0

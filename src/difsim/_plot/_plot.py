@@ -11,6 +11,7 @@ from typing import Any
 import xarray as xr
 
 from difsim._io import KIND_ATTR
+from difsim._plot._fan import is_fan, plot_fan
 from difsim._plot._field import field_variables, plot_snapshots
 from difsim._plot._figure import sweep_kind
 from difsim._plot._fit import plot_fit
@@ -30,6 +31,7 @@ def _ignore_phase(draw: Callable[..., Any]) -> Callable[..., Any]:
 # Output kind → `draw(dataset, path, phase)`.
 PLOTS: dict[str, Callable[[xr.Dataset, Any, Any], Any]] = {
     "fit": _ignore_phase(plot_fit),
+    "fan": _ignore_phase(plot_fan),
     "sweep": _ignore_phase(plot_sweep),
     "fields": _ignore_phase(plot_snapshots),
     "series": plot_series,
@@ -38,10 +40,12 @@ PLOTS: dict[str, Callable[[xr.Dataset, Any, Any], Any]] = {
 
 def output_kind(dataset: xr.Dataset) -> str:
     """Which entry of `PLOTS` draws `dataset`: `"fit"` for a fit's Dataset and `"sweep"` for
-    a sweep's (each says so in its attributes), `"fields"` when it holds a field on a
-    ≥2-D grid, else `"series"`."""
+    a sweep's (each says so in its attributes), `"fan"` for statistics over Monte Carlo
+    paths, `"fields"` when it holds a field on a ≥2-D grid, else `"series"`."""
     if dataset.attrs.get(KIND_ATTR) == "fit":
         return "fit"
+    if is_fan(dataset):
+        return "fan"
     if sweep_kind(dataset) is not None:
         return "sweep"
     if field_variables(dataset):
@@ -63,7 +67,8 @@ def plot(output: Any, path: str | Path | None = None, phase: tuple[str, str] | N
       `invariants` follow its declarations (see `docs/models.md`).
     - Fields on a 2-D/3-D grid: snapshot panels (see [`plot_snapshots`][]).
     - A sweep (from [`sweep`][]): by spec kind, lines, heat maps or a scatter plot of the
-      kept quantities (see `difsim._plot._sweep.plot_sweep`).
+      kept quantities (see `difsim._plot._sweep.plot_sweep`); for statistics
+      over Monte Carlo paths, a fan chart (mean inside quantile bands; `_fan.plot_fan`).
     - A fit (from [`fit`][]): data, fitted curve and 95 % prediction band, residuals,
       estimates ± standard errors, loss history.
 

@@ -58,6 +58,9 @@ class SweepOptions:
       an `output`); `resume`, `overwrite`: bools; `progress`: a bool or `None` (a bar
       when stderr is a terminal).
     - `attrs`: a read-only mapping (empty when `None`).
+    - `samples`, `seed`: Monte Carlo paths per point of a stochastic model, and the seed of
+      their keys (checked with the model, in `_monte_carlo.monte_carlo_spec`); `brownian`,
+      their Brownian path (`"tree"` or `"steps"`, as for `simulate`).
     - `on_chunk`: `None`, or called with the index of each chunk once it is stored (it may
       raise, which stops the sweep with every earlier chunk kept: a progress hook, and what
       the tests use to interrupt a sweep).
@@ -92,6 +95,9 @@ class SweepOptions:
     attrs: Mapping[str, Any] | None = None
     on_chunk: Callable[[int], None] | None = None
     engine: str = "auto"
+    samples: int | None = None
+    seed: int = 0
+    brownian: str | None = None
 
     def __post_init__(self):
         # Frozen: the normalised values are set once, here, through `object.__setattr__`.

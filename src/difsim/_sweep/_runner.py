@@ -24,6 +24,7 @@ from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking
 from difsim._sweep._observables import KeepPlan
 from difsim._sweep._options import SolverChoice
+from difsim._sweep._samples import KEY_ENTRY, as_key
 from difsim._sweep._setup import SweepSetup
 from difsim._sweep._spec import AbstractSweep
 
@@ -51,11 +52,15 @@ def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
         return dict(kept, status=sol.status, num_steps=sol.num_steps)
 
     def one(point):
+        # A Monte Carlo path carries its key (`_samples.PathSweep`), not a model value.
+        point = dict(point)
+        key = point.pop(KEY_ENTRY, None)
+        key = None if key is None else as_key(key)
         # `with_point` (`tree_at`), not `model.replace`: no re-run of `__init__` or
         # `__check_init__`, whose Python checks could not look at traced values.
         m = with_point(model, point)
         # Times and solver settings were checked and resolved once, in `prepare`.
-        sol = simulate(m, times, solver=static.solver.settings, throw=False)
+        sol = simulate(m, times, solver=static.solver.settings, key=key, throw=False)
         return dict(static.keep.evaluate(m, sol), status=sol.status, num_steps=sol.num_steps)
 
     return jax.vmap(one)(points)
@@ -119,7 +124,7 @@ def run_chunks(
         n, start = chunking.length(i), chunking.start(i)
         pts = spec.points(start, start + n, dtype)
         # The last chunk is padded by repeating its last point: one compiled shape.
-        pts = {k: np.concatenate([v, np.repeat(v[-1:], size - n)]) for k, v in pts.items()}
+        pts = {k: np.concatenate([v, np.repeat(v[-1:], size - n, axis=0)]) for k, v in pts.items()}
         pts = {k: dist.to_global(v, batch) for k, v in pts.items()}
         return run(model_dyn, save, pts, static)
 

@@ -33,6 +33,7 @@ from difsim._sweep._layout import (
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
 from difsim._sweep._resources import check_sweep_resources
+from difsim._sweep._samples import sde_solver_choice, stochastic_engine
 from difsim._sweep._spec import AbstractSweep
 
 logger = logging.getLogger("difsim")
@@ -97,7 +98,10 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
     outputs = plan.outputs(model, times.n_saved, dtype)
     # Before any point is drawn, hashed or allocated: refuse what cannot fit.
     check_sweep_resources(model, spec, outputs, times.n_saved, dtype, options)
-    engine, fallback = choose_engine(options.engine, solver.settings)
+    if model.is_stochastic():  # the ensemble engine integrates ODEs: it would drop the noise
+        engine, fallback = stochastic_engine(options.engine)
+    else:
+        engine, fallback = choose_engine(options.engine, solver.settings)
     # The engine is part of the result's identity: the two round differently, and a resumed
     # sweep must not mix their chunks.
     described = {**settings(model, spec, times, solver, plan, dtype), "engine": engine}
@@ -135,6 +139,8 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
     config (which stores them) and a Python call that leaves them out are the same sweep:
     same hash, same compiled function."""
     given = {k: getattr(options, k) for k in KEYS}
+    if model.is_stochastic():
+        return sde_solver_choice(model, options)
     resolved = resolve_solver_settings(type(model), **given)
     solver = resolved["solver"]
     solvers.make_solver(solver)  # unknown names fail here, before anything compiles
@@ -147,6 +153,9 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
         dt0=resolved["dt0"],
         max_steps=int(resolved["max_steps"]),
     )
+
+
+resolve_solver = _resolve_solver  # for the Monte Carlo sweep's setup (`_mc_setup`)
 
 
 def _scalar_atol(value) -> float:

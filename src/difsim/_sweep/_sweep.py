@@ -28,6 +28,7 @@ from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking, chunk_length, plan_chunking
 from difsim._sweep._layout import count_attrs, counts_from_file, status_counts
 from difsim._sweep._location import StoreLocation
+from difsim._sweep._monte_carlo import monte_carlo_spec, run_statistics
 from difsim._sweep._options import SweepOptions
 from difsim._sweep._runner import progress_bar, run_chunks
 from difsim._sweep._setup import SweepSetup, prepare
@@ -60,7 +61,7 @@ class SweepReport:
 
 def sweep(
     model: Model,
-    spec: AbstractSweep,
+    spec: AbstractSweep | None = None,
     *,
     t0: float,
     t1: float,
@@ -82,6 +83,9 @@ def sweep(
     progress: bool | None = None,
     attrs: Mapping[str, Any] | None = None,
     engine: str = "auto",
+    samples: int | None = None,
+    seed: int = 0,
+    brownian: str | None = None,
 ) -> xr.Dataset | None:
     """Simulate `model` at every point of `spec` and return one labelled Dataset.
 
@@ -101,7 +105,14 @@ def sweep(
 
     - `model`: the base [`Model`][]; swept keys replace its values.
     - `spec`: a [`GridSweep`][], [`ZipSweep`][] or [`RandomSweep`][]; keys are parameter
-      names or `"state.<var>"` (initial values).
+      names or `"state.<var>"` (initial values). May be left out in a Monte Carlo sweep.
+    - `samples`, `seed`: for a stochastic model (see `docs/stochastic.md`), the number of
+      Monte Carlo paths per point of `spec`, and the seed of their keys: path `s` of point
+      `p` has key `fold_in(key(seed), p * samples + s)`, whatever the chunking. `keep` then
+      takes statistics over the paths, `"x.mean"`, `"x.var"`, `"x.std"`, `"x.min"`,
+      `"x.max"`, `"x.median"`, quantiles `"x.q05"`, `"x.q95"`, … (dims: the spec's, then
+      `time`), or `"final"`/`"trajectory"` per path (dims: the spec's, then `path`).
+      `brownian`: their Brownian path, as for [`simulate`][].
     - `t0`, `t1`, `save`, `solver`, `rtol`, `atol`, `dt0`, `controller`, `max_steps`: as for
       [`simulate`][] (`save` defaults to `"final"`).
     - `keep`: `"final"` (default: the state at the last saved time), `"trajectory"` (the
@@ -140,14 +151,19 @@ def sweep(
         t0=t0, t1=t1, save=save, keep=keep, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         controller=controller, max_steps=max_steps, chunk_size=chunk_size,
         memory_budget=memory_budget, devices=devices, output=output, store=store, resume=resume,
-        overwrite=overwrite, progress=progress, attrs=attrs, engine=engine,
+        overwrite=overwrite, progress=progress, attrs=attrs, engine=engine, samples=samples,
+        seed=seed, brownian=brownian,
     )  # fmt: skip
     dataset, _ = run_sweep(model, spec, options)
     return dataset
 
 
 def run_sweep(
-    model: Model, spec: AbstractSweep, options: SweepOptions | None = None, /, **keywords: Any
+    model: Model,
+    spec: AbstractSweep | None,
+    options: SweepOptions | None = None,
+    /,
+    **keywords: Any,
 ) -> tuple[xr.Dataset | None, SweepReport]:
     """[`sweep`][] plus a [`SweepReport`][]: what `difsim run` prints.
 
@@ -163,6 +179,10 @@ def run_sweep(
         raise TypeError(
             f"run_sweep takes SweepOptions or keywords, not both; got {sorted(keywords)}"
         )
+    spec, statistics = monte_carlo_spec(model, spec, options)
+    if statistics:
+        dataset, report = run_statistics(model, spec, options)
+        return dataset, SweepReport(**report)
     start = time.perf_counter()
     setup = prepare(model, spec, options)
     mesh = dist.batch_mesh(options.devices)
