@@ -85,7 +85,10 @@ def state_size(model: ModelSpec) -> int:
 def _check_sweep(
     sweep: SweepSpec, output: OutputSpec, time: TimeSpec, n_values: int, item: int
 ) -> None:
-    spec, n = sweep.spec, sweep.spec.size
+    spec = sweep.spec
+    n = 1 if spec is None else spec.size  # a Monte Carlo sweep may have no swept key
+    if sweep.samples and sweep.keep in ("final", "trajectory"):
+        n *= sweep.samples  # kept per path
     if isinstance(spec, RandomSweep):
         _as_config_error(
             lambda: check_memory(
@@ -101,6 +104,8 @@ def _check_sweep(
         kept = n_values
     elif keep == "trajectory":
         kept = n_values * time.n_saved
+    elif sweep.samples:  # statistics over the paths: one value per saved time each
+        kept = len(keep) * time.n_saved
     else:  # observables: at least one value each
         kept = len(keep)
     per_point = kept * item + _BOOKKEEPING
