@@ -14,9 +14,11 @@ import jax
 import numpy as np
 
 from difsim import solvers
+from difsim._app._cache import cache_folder, enable_compile_cache
+from difsim._app._console import console_logging, nan_hint, process_elapsed, run_rows
 from difsim._app._run import RunResult, execute, final_state
 from difsim._config import ConfigError, Experiment, load_config, parse_override
-from difsim._io import OutputError, difsim_version
+from difsim._io import OutputError, difsim_version, format_rate
 from difsim._status import Status
 from difsim._sweep import SweepOutputError, maybe_initialize_from_env
 from difsim.models import MODELS
@@ -52,12 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         "different sweep, or its unfinished chunks); files difsim did not write are never "
         "replaced (the same as --set output.overwrite=true)",
     )
-    run.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show a progress bar (default: when stderr is a terminal)",
-    )
+    _add_run_output_options(run)
 
     check = commands.add_parser(
         "check",
@@ -71,6 +68,39 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("models", help="list the models configs can name")
     commands.add_parser("solvers", help="list solvers, step-size controllers and adjoints")
     return parser
+
+
+def _add_run_output_options(run: argparse.ArgumentParser) -> None:
+    """Progress, messages and the compilation cache of `difsim run`."""
+    run.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show progress (default: yes; a bar on a terminal, a log line every 10 s "
+        "otherwise, DIFSIM_PROGRESS_INTERVAL to change; PDE models also report model time "
+        "from inside each solve, and --no-progress keeps those programs cacheable)",
+    )
+    run.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress and no informational messages on stderr (warnings and errors "
+        "still; the summary goes to stdout)",
+    )
+    cache = run.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--compile-cache",
+        metavar="DIR",
+        help="keep compiled programs in DIR (default: DIFSIM_COMPILE_CACHE, else "
+        "~/.cache/difsim/jax), so a rerun skips compiling",
+    )
+    cache.add_argument(
+        "--no-compile-cache",
+        dest="compile_cache",
+        action="store_const",
+        const=False,
+        help="compile everything afresh, storing nothing",
+    )
 
 
 def _add_set(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `difsim` command (and `python -m difsim`); returns the exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
+    args.startup = process_elapsed()  # seconds from process start to here (imports)
     if args.command is None:
         parser.print_help()
         return 2
@@ -97,6 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _models()
         if args.command == "solvers":
             return _solvers()
+        if args.command == "run":
+            # Before anything compiles: JAX decides once per process whether to use it.
+            folder = cache_folder(args.compile_cache)
+            args.cache = None if folder is None else enable_compile_cache(folder)
         overrides = dict(parse_override(text) for text in args.overrides)
         if getattr(args, "overwrite", False):
             overrides["output.overwrite"] = True
@@ -104,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check":
             print(experiment.to_toml(), end="")
             return 0
-        return _run(experiment, args)
+        with console_logging(args.quiet):
+            return _run(experiment, args)
     except (ConfigError, OutputError) as e:
         # OutputError: an output path that cannot or may not be written, or one in use.
         print(f"difsim: error: {e}", file=sys.stderr)
@@ -115,13 +151,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(experiment: Experiment, args: argparse.Namespace) -> int:
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    progress = False if args.quiet else args.progress
     if experiment.sweep is not None:
         return _run_sweep(experiment, args, progress)
     if experiment.fit is not None:
         return _run_fit(experiment, args, progress)
     result = _execute(experiment, args, progress)
-    _print_summary(_simulate_lines(experiment, result))
+    _print_summary(_simulate_lines(experiment, result) + run_rows(args, result, "simulate"))
     if not result.status.ok:
         sys.stdout.flush()
         partial = (
@@ -129,7 +165,7 @@ def _run(experiment: Experiment, args: argparse.Namespace) -> int:
         )
         print(
             f"difsim: error: simulate({experiment.model.cls.__name__}) failed "
-            f"[{result.status.name}]: {result.status.message}{partial}",
+            f"[{result.status.name}]: {result.status.message}{partial}{nan_hint(args.cache)}",
             file=sys.stderr,
         )
         return 1
@@ -158,13 +194,11 @@ def _simulate_lines(experiment: Experiment, result: RunResult) -> list[tuple[str
         ),
         ("status", f"{result.status.name}: {result.status.message}"),
         ("steps", steps),
-        ("wall time", f"{result.wall_time:.2f} s (simulate, including compilation)"),
         (
             "final state",
             f"t={t_last:g}{'' if result.status.ok else ' (last before the failure)'}"
             f": " + ", ".join(f"{k}={v}" for k, v in last.items()),
         ),
-        ("output", _outputs(result.output, result.plot)),
     ]
 
 
@@ -198,7 +232,7 @@ def _run_sweep(experiment: Experiment, args: argparse.Namespace, progress: bool)
             "share of the sweep; process 0 writes the output and prints the summary"
         )
         return 0
-    _print_summary(_sweep_lines(experiment, result))
+    _print_summary(_sweep_lines(experiment, result) + run_rows(args, result, "sweep"))
     report = result.report
     failed = {c: n for c, n in report.status_counts.items() if not Status(c).ok}
     if failed:
@@ -206,7 +240,8 @@ def _run_sweep(experiment: Experiment, args: argparse.Namespace, progress: bool)
         worst = Status(max(failed, key=failed.get))
         print(
             f"difsim: warning: {sum(failed.values())} of {report.n_points} trajectories "
-            f"failed (NaN values, see the status variable); {worst.name}: {worst.message}",
+            f"failed (NaN values, see the status variable); {worst.name}: {worst.message}"
+            + nan_hint(args.cache),
             file=sys.stderr,
         )
     return 1 if not result.status.ok else 0
@@ -228,6 +263,7 @@ def _sweep_lines(experiment: Experiment, result: RunResult) -> list[tuple[str, s
     statuses = ", ".join(f"{Status(c).name} {n}" for c, n in sorted(counts.items())) or "-"
     computed = len(report.computed)
     rate = report.computed_points / max(report.wall_time, 1e-9)
+    speed = f", {format_rate(rate, 'trajectory', 'trajectories')}" if computed else ""
     return [
         ("model", f"{model.name} ({model.cls.__name__})" + (f": {fixed}" if fixed else "")),
         ("sweep", f"{sweep.kind} over {keys}: {report.n_points} trajectories{shape}"),
@@ -241,12 +277,7 @@ def _sweep_lines(experiment: Experiment, result: RunResult) -> list[tuple[str, s
             f"{report.reused} reused",
         ),
         ("status", statuses),
-        (
-            "wall time",
-            f"{report.wall_time:.2f} s (including compilation"
-            + (f"; {rate:,.0f} trajectories/s)" if computed else ")"),
-        ),
-        ("output", _outputs(result.output, result.plot)),
+        ("computed", f"{report.computed_points} trajectories in {report.wall_time:.2f} s{speed}"),
     ]
 
 
@@ -267,21 +298,16 @@ def _run_fit(experiment: Experiment, args: argparse.Namespace, progress: bool) -
             f"{obs.num_observations} observations, noise {fit.noise}",
         ),
         ("solver", f"{spec.name}, rtol={spec.rtol:g}, atol={spec.atol:g}, {spec.dtype}"),
-        ("wall time", f"{result.wall_time:.2f} s (fit, including compilation)"),
-        (
-            "output",
-            _outputs(
-                result.output, result.output and result.output.with_suffix(".json"), result.plot
-            ),
-        ),
     ]
-    _print_summary(lines)
+    summary = result.output and result.output.with_suffix(".json")
+    _print_summary(lines + run_rows(args, result, "fit", (result.output, summary, result.plot)))
     print()
     print(res.summary())
     if not res.ok:
         sys.stdout.flush()
         print(
-            f"difsim: error: fit({model.cls.__name__}) ended {res.status}: {res.message}",
+            f"difsim: error: fit({model.cls.__name__}) ended {res.status}: {res.message}"
+            + nan_hint(args.cache),
             file=sys.stderr,
         )
         return 1
@@ -337,11 +363,6 @@ def _solvers() -> int:
     ]
     print(_table(rows, ("name", "description")))
     return 0
-
-
-def _outputs(*paths) -> str:
-    """The summary's "output" line: the files written, or how to get them."""
-    return ", ".join(str(p) for p in paths if p) or "(none: give [output] path or --output)"
 
 
 def _print_summary(lines: list[tuple[str, str]]) -> None:

@@ -15,6 +15,7 @@ from difsim._core._event import Event, to_diffrax_event
 from difsim._core._fixed_step import plan_scan, scan_solve
 from difsim._core._model import Model
 from difsim._core._nonfinite import guard_nonfinite
+from difsim._core._progress_meter import solve_meter
 from difsim._core._save import SaveSpec
 from difsim._core._solution import Solution
 from difsim._core._solver_settings import SolverSettings, solver_settings
@@ -78,7 +79,10 @@ def simulate(
     - `throw`: if `True` (default) a failed solve raises an error with a hint; if `False` the
       failure is reported in `Solution.status` and the failed values are NaN (what sweeps use).
       A right-hand side that turns NaN/inf ends an adaptive solve there, `Status.NONFINITE`.
-    - `progress`: show a progress bar (tqdm) while solving.
+    - `progress`: report progress in model time while solving (`t = 412.5 of 2000 s`): a
+      bar on a terminal, log lines elsewhere (docs: "Progress and logging"). It costs a
+      host callback every few steps (about 1 %), and keeps the program out of JAX's
+      persistent compilation cache.
     - `sharding`: split the fields of a PDE model across devices, e.g.
       `ds.domain_sharding(model.grid)` (a `NamedSharding` for one field; state arrays with
       more axes are split along their trailing ones). Results equal the unsharded solve.
@@ -143,7 +147,7 @@ def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout
         controller=settings.controller,
         adjoint=adjoint_obj,
         event=dfx_event,
-        meter=dfx.TqdmProgressMeter() if progress else dfx.NoProgressMeter(),
+        meter=solve_meter(model, times, layout) if progress else dfx.NoProgressMeter(),
         layout=layout,
         final_only=times.final_only,
         max_steps=settings.max_steps,

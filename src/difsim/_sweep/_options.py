@@ -78,7 +78,7 @@ class SweepOptions:
     - `chunk_size`: `None` or a positive `int`.
     - `devices`: `None` (every device) or a tuple of `jax.Device`.
     - `output`: `None` or a `Path`; `resume`, `overwrite`: bools; `progress`: a bool or
-      `None` (a bar when stderr is a terminal).
+      `None` (shown unless `False`: a bar on a terminal, log lines elsewhere).
     - `attrs`: a read-only mapping (empty when `None`).
     - `on_chunk`: `None`, or called with the index of each chunk once it is stored (it may
       raise, which stops the sweep with every earlier chunk kept: a progress hook, and what
