@@ -89,32 +89,27 @@ class Progress(abc.ABC):
                  position: Callable[[float], str] | None = None, label: str = "",
                  upper_bound: bool = False):  # fmt: skip
         self.total, self.what, self.one, self.many = float(total), what, one, many
-        self.done = float(initial)
+        self.done = self.counted = float(initial)  # shown; completed (without fractions)
         self.position, self.label, self.upper_bound = position, label, upper_bound
         self.note_text = ""
         self.start = time.perf_counter()
         # Rates are measured from the first update on, so one-off costs before it (JIT
         # compilation) do not make later estimates pessimistic.
         self._first: tuple[float, float] | None = None
-        self._piece = (self.done, 0.0)  # (start, length) of the piece now running
+        self._piece = (self.counted, 0.0)  # (start, length) of the piece now running
         self._lock = threading.Lock()
         self.closed = False
 
     def update(self, done: float) -> None:
-        """Move to `done` (never backwards)."""
+        """Move to `done` units completed (never backwards)."""
         with self._lock:
-            if self.closed or done <= self.done:
-                return
-            now = time.perf_counter()
-            if self._first is None:
-                self._first = (now, done)
-            self.done = min(float(done), self.total)
-            self._piece = (self.done, 0.0)
-            self._show(now)
+            self.counted = max(self.counted, float(done))
+            self._piece = (self.counted, 0.0)  # a piece ends where the host counts
+            self._move(self.counted)
 
     def advance(self, n: float = 1) -> None:
-        """Move on by `n`."""
-        self.update(self.done + n)
+        """Move on by `n` units completed."""
+        self.update(self.counted + n)
 
     def note(self, text: str) -> None:
         """A short status shown with the position (e.g. `"loss 1.2e-3"`)."""
@@ -123,15 +118,25 @@ class Progress(abc.ABC):
     def running(self, length: float) -> None:
         """The next `length` units run as one piece (a compiled chunk), which may report
         fractions of itself ([`fraction`][])."""
-        self._piece = (self.done, float(length))
+        with self._lock:
+            self._piece = (self.counted, float(length))
 
     def fraction(self, f: float) -> None:
-        """The running piece is a fraction `f` (0..1) done."""
-        start, length = self._piece
-        if length > 0 and math.isfinite(f):
-            piece = self._piece
-            self.update(start + min(max(f, 0.0), 1.0) * length)
-            self._piece = piece  # still the same piece
+        """The running piece is a fraction `f` (0..1) done: the display moves, the count of
+        completed units does not."""
+        with self._lock:
+            start, length = self._piece
+            if length > 0 and math.isfinite(f):
+                self._move(start + min(max(f, 0.0), 1.0) * length)
+
+    def _move(self, position: float) -> None:
+        if self.closed or position <= self.done:
+            return
+        now = time.perf_counter()
+        if self._first is None:
+            self._first = (now, position)
+        self.done = min(position, self.total)
+        self._show(now)
 
     def finish(self, done: float | None = None, message: str = "") -> None:
         """The task ended at `done` (default: its total, or where it is if it ended early);
@@ -140,7 +145,7 @@ class Progress(abc.ABC):
             if self.closed:
                 return
             if done is not None:
-                self.done = float(done)
+                self.done = self.counted = float(done)
             self.closed = True
             self._finish(message)
 
@@ -171,9 +176,11 @@ class Progress(abc.ABC):
         return f"{math.floor(done):,}"  # counts: whole ones (the percentage has the rest)
 
     def where(self) -> str:
-        """`"512 of 4,096 trajectories"`, `"t = 900 of 2000 s"`."""
+        """`"512 of 4,096 trajectories"` (completed ones: a chunk's fractions show in the
+        percentage only), `"t = 900 of 2000 s"`."""
         total = f"{self.position_text(self.total)} {self.many}".rstrip()
-        return f"{self.label}{self.position_text(self.done)} of {total}"
+        done = self.done if self.position is not None else self.counted
+        return f"{self.label}{self.position_text(done)} of {total}"
 
     def percent(self) -> float:
         return 100 * self.done / self.total if self.total > 0 else 100.0
