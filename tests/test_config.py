@@ -459,4 +459,3 @@ def test_docs_describe_every_key():
         assert f"[{section}]" in text, section
         for key in spec.keys:
             assert f"`{key}`" in text, f"docs/configs.md does not describe [{section}] {key}"
-
