@@ -15,7 +15,13 @@ import numpy as np
 
 from difsim import solvers
 from difsim._app._cache import cache_folder, enable_compile_cache
-from difsim._app._console import console_logging, nan_hint, process_elapsed, run_rows
+from difsim._app._console import (
+    console_logging,
+    exit_now,
+    nan_hint,
+    process_elapsed,
+    run_rows,
+)
 from difsim._app._run import RunResult, execute, final_state
 from difsim._config import ConfigError, Experiment, load_config, parse_override
 from difsim._io import OutputError, difsim_version, format_rate
@@ -115,8 +121,20 @@ def _add_set(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def console_main() -> None:
+    """The `difsim` console script and `python -m difsim`: [`main`][] on `sys.argv`, then a
+    fast exit (outputs are written and closed by then)."""
+    try:
+        code = main()
+    except SystemExit as e:  # argparse: --help, --version, usage errors
+        if not (e.code is None or isinstance(e.code, int)):
+            raise
+        code = e.code or 0
+    exit_now(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `difsim` command (and `python -m difsim`); returns the exit code."""
+    """The `difsim` command on `argv` (default: `sys.argv[1:]`); returns the exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
     args.startup = process_elapsed()  # seconds from process start to here (imports)
