@@ -11,6 +11,10 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # compiles equinox's checks as NaN: tests that call the CLI in-process or as a subprocess
 # must do neither (tests/test_compile_cache.py turns it on in its own subprocesses).
 os.environ.setdefault("DIFSIM_COMPILE_CACHE", "off")
+# Outputs record when they were made (CF `history`). A fixed moment (the reproducible-builds
+# convention, see difsim._io._cf) lets tests compare files of runs made at different times
+# byte for byte; tests of the clock itself remove it.
+os.environ.setdefault("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01T00:00:00Z
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

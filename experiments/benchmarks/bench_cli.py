@@ -79,11 +79,16 @@ def main() -> None:
             results.setdefault(("difsim --help", ""), []).append(help_run)
             for config in args.configs:
                 name = Path(config).stem
-                target = ["run", config, "-o", str(out / f"{name}.nc"), "--overwrite", "-q"]
-                none = _run([*target, "--no-compile-cache"], env, out)
                 folder = out / f"cache-{name}-{r}"
-                cold = _run([*target, "--compile-cache", str(folder)], env, out)
-                warm = _run([*target, "--compile-cache", str(folder)], env, out)
+                runs = {}
+                for mode, cache in (("no cache", ["--no-compile-cache"]),
+                                    ("cold", ["--compile-cache", str(folder)]),
+                                    ("warm", ["--compile-cache", str(folder)])):  # fmt: skip
+                    # A fresh output each time: a sweep whose output already holds its
+                    # result computes nothing.
+                    target = out / f"{name}-{r}-{mode.replace(' ', '_')}.nc"
+                    runs[mode] = _run(["run", config, "-o", str(target), "-q", *cache], env, out)
+                none, cold, warm = runs["no cache"], runs["cold"], runs["warm"]
                 for mode, run in (("no cache", none), ("cold", cold), ("warm", warm)):
                     results.setdefault((config, mode), []).append(run)
             loads.append(load_average())

@@ -7,7 +7,10 @@ another run (message on stderr, no traceback; checked before any work); 130 inte
 
 import argparse
 import dataclasses
+import shlex
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 
 import jax
@@ -16,6 +19,7 @@ import numpy as np
 from difsim import solvers
 from difsim._app._cache import cache_folder, enable_compile_cache
 from difsim._app._console import (
+    add_run_options,
     console_logging,
     exit_now,
     nan_hint,
@@ -24,7 +28,13 @@ from difsim._app._console import (
 )
 from difsim._app._run import RunResult, execute, final_state
 from difsim._config import ConfigError, Experiment, load_config, parse_override
-from difsim._io import OutputError, difsim_version, format_rate
+from difsim._io import (
+    OutputError,
+    difsim_version,
+    format_rate,
+    plain_text,
+    recording_command,
+)
 from difsim._status import Status
 from difsim._sweep import SweepOutputError, maybe_initialize_from_env
 from difsim.models import MODELS
@@ -60,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
         "different sweep, or its unfinished chunks); files difsim did not write are never "
         "replaced (the same as --set output.overwrite=true)",
     )
-    _add_run_output_options(run)
+    add_run_options(run)
 
     check = commands.add_parser(
         "check",
@@ -74,39 +84,6 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("models", help="list the models configs can name")
     commands.add_parser("solvers", help="list solvers, step-size controllers and adjoints")
     return parser
-
-
-def _add_run_output_options(run: argparse.ArgumentParser) -> None:
-    """Progress, messages and the compilation cache of `difsim run`."""
-    run.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show progress (default: yes; a bar on a terminal, a log line every 10 s "
-        "otherwise, DIFSIM_PROGRESS_INTERVAL to change; PDE models also report model time "
-        "from inside each solve, and --no-progress keeps those programs cacheable)",
-    )
-    run.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="no progress and no informational messages on stderr (warnings and errors "
-        "still; the summary goes to stdout)",
-    )
-    cache = run.add_mutually_exclusive_group()
-    cache.add_argument(
-        "--compile-cache",
-        metavar="DIR",
-        help="keep compiled programs in DIR (default: DIFSIM_COMPILE_CACHE, else "
-        "~/.cache/difsim/jax), so a rerun skips compiling",
-    )
-    cache.add_argument(
-        "--no-compile-cache",
-        dest="compile_cache",
-        action="store_const",
-        const=False,
-        help="compile everything afresh, storing nothing",
-    )
 
 
 def _add_set(parser: argparse.ArgumentParser) -> None:
@@ -136,8 +113,15 @@ def console_main() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The `difsim` command on `argv` (default: `sys.argv[1:]`); returns the exit code."""
     parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     args.startup = process_elapsed()  # seconds from process start to here (imports)
+    # Outputs record the command that made them (CF `history`).
+    with recording_command(shlex.join(["difsim", *argv])):
+        return _main(parser, args)
+
+
+def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command is None:
         parser.print_help()
         return 2
@@ -358,9 +342,26 @@ def _models() -> int:
     for name, cls in MODELS.items():
         state = {f.name: f.default for f in dataclasses.fields(cls)}.get("state")
         names = " ".join(getattr(state, "names", ()))
-        doc = (cls.__doc__ or "").strip().splitlines()
-        rows.append((name, cls.__name__, names, doc[0] if doc else ""))
-    print(_table(rows, ("name", "class", "state", "description")))
+        rows.append((name, cls.__name__, names, plain_text(cls.__doc__ or "")))
+    # The description column wraps at the terminal's width (120 when not a terminal):
+    # never cut, never wider than the screen. On a narrow screen it goes below its row.
+    table = _table([r[:3] + ("",) for r in rows], ("name", "class", "state", "description"))
+    lines = table.splitlines()
+    indent = len(lines[0]) - len("description")
+    columns = shutil.get_terminal_size((120, 24)).columns
+    below = columns - indent < 30
+    if below:
+        indent, lines = 4, _table([r[:3] for r in rows], ("name", "class", "state")).splitlines()
+    width = max(columns - indent, 20)
+    out = lines[:2]
+    for line, row in zip(lines[2:], rows):
+        wrapped = textwrap.wrap(row[3], width, break_on_hyphens=False) or [""]
+        if below:
+            out += [line.rstrip()] + [" " * indent + text for text in wrapped]
+        else:
+            out.append(line.rstrip().ljust(indent) + wrapped[0])
+            out += [" " * indent + more for more in wrapped[1:]]
+    print("\n".join(out))
     return 0
 
 

@@ -3,6 +3,7 @@ lines among them), and the summary's last rows: outputs, compilation cache and h
 whole run took, start-up included.
 """
 
+import argparse
 import contextlib
 import logging
 import os
@@ -101,3 +102,36 @@ def exit_now(code: int) -> None:
     if jax.distributed.is_initialized():
         sys.exit(code)
     os._exit(code)
+
+
+def add_run_options(run: argparse.ArgumentParser) -> None:
+    """Progress, messages and the compilation cache of `difsim run`."""
+    run.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show progress (default: yes; a bar on a terminal, a log line every 10 s "
+        "otherwise, DIFSIM_PROGRESS_INTERVAL to change; PDE models also report model time "
+        "from inside each solve, and --no-progress keeps those programs cacheable)",
+    )
+    run.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress and no informational messages on stderr (warnings and errors "
+        "still; the summary goes to stdout)",
+    )
+    cache = run.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--compile-cache",
+        metavar="DIR",
+        help="keep compiled programs in DIR (default: DIFSIM_COMPILE_CACHE, else "
+        "~/.cache/difsim/jax), so a rerun skips compiling",
+    )
+    cache.add_argument(
+        "--no-compile-cache",
+        dest="compile_cache",
+        action="store_const",
+        const=False,
+        help="compile everything afresh, storing nothing",
+    )

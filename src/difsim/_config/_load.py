@@ -60,7 +60,7 @@ def _parse_output(values: dict[str, Any], parsed: dict[str, Any]) -> OutputSpec:
     if path is not None and Path(path).suffix.lower() not in (".nc", ".nc4"):
         # netCDF under another name (x.csv) would mislead whoever opens it.
         raise ConfigError(f"must end in .nc (a netCDF file), got {path!r}", "output.path")
-    return OutputSpec(path, values["plot"], values["overwrite"])
+    return OutputSpec(path, values["plot"], values["overwrite"], values["store"])
 
 
 # The whole schema. Order matters: handlers see the specs of the sections before them.
@@ -169,6 +169,12 @@ SECTIONS: dict[str, Section] = {
                 "sweep's output or unfinished chunks) instead of refusing; files difsim did "
                 "not write are never replaced",
                 False,
+            ),
+            "store": Key(
+                STRING,
+                "where a sweep keeps its chunks while it runs (a zarr store): a path, or an "
+                'fsspec URL such as "s3://bucket/x.zarr"; default: path + ".zarr"',
+                None,
             ),
         },
         _parse_output,

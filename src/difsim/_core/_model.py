@@ -8,7 +8,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from difsim._core._state import State, state_var
+from difsim._core._state import State, VarInfo, state_var
 from difsim._pde import Grid, irfftn, rfftn
 
 
@@ -58,11 +58,15 @@ class Model(eqx.Module):
     s_hat)` instead of (or besides) `rhs_nonstiff`: the spectral solver ETDRK4 then works
     without transforming each stage back and forth.
 
-    Class-level options (`ClassVar`): `time_units` (e.g. `"s"`), `stiff` (pick a stiff
-    solver by default), `phase` (a pair of variables to draw as a phase portrait),
+    Class-level options (`ClassVar`): `time_units` (a UDUNITS string, e.g. `"s"`; `None`
+    is written `"1"`, model units), `stiff` (pick a stiff solver by default),
     `solver_defaults` (settings `simulate`/`sweep`/configs use when the caller leaves them
     unset, e.g. `{"solver": "etdrk4", "dt0": 0.25}`; `dt0` and `controller` apply only
-    with the model's own solver).
+    with the model's own solver), and how outputs are drawn: `phase` (a pair of variables
+    to draw as a phase portrait), `phase_aspect` (`"equal"` for orbits), `plot_time_scale`
+    (`"log"` for kinetics spanning decades), `invariants` (`{method name: VarInfo}`:
+    conserved quantities of the saved states, kept in outputs and drawn as relative
+    drift).
 
     PDE models keep their [`Grid`][] in a field (conventionally `grid`): its coordinates
     label the outputs (`x`, `y`, `z`), and state variables with as many axes as the grid
@@ -74,6 +78,9 @@ class Model(eqx.Module):
     time_units: ClassVar[str | None] = None
     stiff: ClassVar[bool] = False
     phase: ClassVar[tuple[str, str] | None] = None
+    phase_aspect: ClassVar[str] = "auto"
+    plot_time_scale: ClassVar[str] = "linear"
+    invariants: ClassVar[dict[str, VarInfo]] = {}
     solver_defaults: ClassVar[dict[str, Any]] = {}
 
     def __init_subclass__(cls, **kwargs):

@@ -77,8 +77,9 @@ class SweepOptions:
       `None` gives 1 GiB). An `int` is taken as it is, not parsed again.
     - `chunk_size`: `None` or a positive `int`.
     - `devices`: `None` (every device) or a tuple of `jax.Device`.
-    - `output`: `None` or a `Path`; `resume`, `overwrite`: bools; `progress`: a bool or
-      `None` (shown unless `False`: a bar on a terminal, log lines elsewhere).
+    - `output`: `None` or a `Path`; `store`: `None` or a path or URL as a `str` (it needs
+      an `output`); `resume`, `overwrite`: bools; `progress`: a bool or `None` (shown unless
+      `False`: a bar on a terminal, log lines elsewhere).
     - `attrs`: a read-only mapping (empty when `None`).
     - `on_chunk`: `None`, or called with the index of each chunk once it is stored (it may
       raise, which stops the sweep with every earlier chunk kept: a progress hook, and what
@@ -107,6 +108,7 @@ class SweepOptions:
     memory_budget: int | str | None = None
     devices: Sequence[jax.Device] | None = None
     output: str | os.PathLike | None = None
+    store: str | os.PathLike | None = None
     resume: bool = True
     overwrite: bool = False
     progress: bool | None = None
@@ -121,6 +123,7 @@ class SweepOptions:
             memory_budget=_budget(self.memory_budget),
             devices=_devices(self.devices),
             output=_output(self.output),
+            store=_store(self.store, self.output),
             attrs=_attrs(self.attrs),
         )
         for name, value in normalised.items():
@@ -156,6 +159,21 @@ def _output(output: str | os.PathLike | None) -> Path | None:
     if not isinstance(output, str | os.PathLike):
         raise TypeError(f"output must be a path (a str or os.PathLike) or None, got {output!r}")
     return Path(output)
+
+
+def _store(store: str | os.PathLike | None, output: Any) -> str | None:
+    if store is None:
+        return None
+    if not isinstance(store, str | os.PathLike) or not os.fspath(store):
+        raise TypeError(
+            f"store must be a path or URL (e.g. 's3://bucket/x.zarr') or None, got {store!r}"
+        )
+    if output is None:
+        raise ValueError(
+            "store needs an output path: the store keeps the chunks of the netCDF file "
+            "`output` while the sweep runs"
+        )
+    return os.fspath(store)
 
 
 def _attrs(attrs: Mapping[str, Any] | None) -> Mapping[str, Any]:
