@@ -1,12 +1,13 @@
 """Progress of a compiled solve in model time: diffrax's progress-meter protocol, reporting
 to difsim's progress display ([`difsim._io.progress`][]) rather than a bar of its own.
 
-The meter reaches the host through a callback every `refresh_steps` steps. Each call costs
-~0.1-0.2 ms on a CPU (experiments/benchmarks/bench_progress.py), so the step count between
-calls is chosen from the state size ([`refresh_steps`][]): a callback then costs about 1 %
-of the steps between two of them, for a 3-variable ODE as for a 256 × 256 PDE. A program
-that holds a callback cannot be stored in JAX's persistent compilation cache; callers turn
-the meter on only where a solve is long (docs: "Progress and logging").
+The meter reaches the host through a callback every `refresh_steps` steps, chosen from the
+state size ([`refresh_steps`][]) so that ~20 ms of stepping separate two callbacks. Measured
+(experiments/benchmarks/bench_progress.py, one CPU core): a callback costs 0.1-0.4 ms, and
+a solve with the meter costs +0.6 % (Gray–Scott 128 × 128) to +1.8 % (64 × 64) over one
+without; for a 3-variable ODE the meter's per-step counter alone costs ~15 %, which is why
+difsim turns it on by default only for PDE solves. A program that holds a callback cannot
+be stored in JAX's persistent compilation cache.
 
 Under `vmap` (a sweep's chunk) the meter follows the slowest lane, as diffrax's does.
 """
