@@ -16,7 +16,6 @@ python experiments/benchmarks/bench_checkpoint.py --steps 1000 100000 --starts 8
 import argparse
 import importlib.util
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -72,6 +71,7 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--optimizer", default="levenberg_marquardt")
+    parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--baseline", default="9ee3a23", help="git revision to compare with")
     args = parser.parse_args()
     print(f"# {command_line()}\n# {today()}, load {load_average()}, {versions()}")
@@ -85,7 +85,7 @@ def main() -> None:
             modules = {"current": current, args.baseline: old}
             rows += _compare(folder, header, padded, carry, modules, args.repeats)
     print(format_table(["steps", "revision", "save+load wall", "(min)", "CPU", "file"], rows,
-                       markdown="--markdown" in sys.argv))  # fmt: skip
+                       markdown=args.markdown))  # fmt: skip
 
 
 def _compare(folder, header, history, carry, modules, repeats):

@@ -351,8 +351,10 @@ class FractionSink:
         self.task = _receivers[-1] if _receivers else None
         self.own = self.task is None
         if self.own:
+            # "1" is CF's dimensionless unit: nothing to show after the number.
+            unit = "" if units in (None, "", "1") else units
             self.task = progress(
-                t1 - t0, what=what, one="time unit", many=units or "", label="t = ",
+                t1 - t0, what=what, one="time unit", many=unit, label="t = ",
                 position=lambda done: f"{t0 + done:.6g}",
             )  # fmt: skip
             self.task.running(t1 - t0)
