@@ -65,7 +65,10 @@ def run_processes(
 
 
 def _launch(script, args, port, n, per_process, timeout, extra_env, launcher):
-    clean = ("SLURM_", "DIFSIM_", "OMPI_", "JAX_COORDINATOR")
+    # Launch settings stripped; the suite's other DIFSIM_* settings (no compilation cache,
+    # conftest.py) kept.
+    clean = ("SLURM_", "OMPI_", "JAX_COORDINATOR", dd.ENV_COORDINATOR, dd.ENV_NUM_PROCESSES,
+             dd.ENV_PROCESS_ID)  # fmt: skip
     base = {k: v for k, v in os.environ.items() if not k.startswith(clean)}
     base.update(
         XLA_FLAGS=f"--xla_force_host_platform_device_count={per_process}",
