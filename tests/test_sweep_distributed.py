@@ -99,7 +99,10 @@ WORKER = textwrap.dedent(
 
 
 def _single_process(script, args, timeout=120.0):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "DIFSIM_"))}
+    # Launch settings stripped; the suite's other DIFSIM_* settings (no compilation cache,
+    # conftest.py) kept.
+    launch = ("SLURM_", "DIFSIM_COORDINATOR", "DIFSIM_NUM_PROCESSES", "DIFSIM_PROCESS_ID")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(launch)}
     env.update(XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu")
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(

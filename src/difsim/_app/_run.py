@@ -21,7 +21,7 @@ import numpy as np
 import xarray as xr
 
 from difsim._config import ConfigError, Experiment, load_config
-from difsim._core import noise_summary, simulate
+from difsim._core import noise_summary, reports_model_time, simulate
 from difsim._fit import check_checkpoint, fit
 from difsim._io import (
     RUN_ATTR,
@@ -44,7 +44,7 @@ class RunResult:
 
     **Fields:** `dataset` (the labelled result; `attrs["config"]` holds the complete config
     as TOML), `output` and `plot` (paths written, or `None`), `wall_time` (seconds spent in
-    `simulate` or `sweep`, including JIT compilation), `status` (a [`Status`][]; for a
+    `simulate`, `sweep` or `fit`, including JIT compilation), `status` (a [`Status`][]; for a
     sweep, `SUCCESS` unless no trajectory succeeded; for a fit, the fit's own), `report`
     (a sweep's `SweepReport`).
     """
@@ -73,9 +73,13 @@ def execute(
     *,
     output: str | os.PathLike | None = None,
     plot: bool = True,
-    progress: bool = False,
+    progress: bool | None = False,
 ) -> RunResult:
     """Run `experiment` and write its outputs; a failed solve is reported in `status`.
+
+    `progress`: `None` shows it where the work is long (sweeps, fits, PDE solves; an ODE
+    solve takes well under a second and keeps its program cacheable), `True` everywhere,
+    `False` nowhere (docs: "Progress and logging").
 
     The output paths are checked, and the output locked, before anything is computed. The
     solve runs with `throw=False`, so a failure still writes the (partial) output: values
@@ -135,13 +139,15 @@ def _store_refuses(kind: str, nc_path: Path | None, common: dict) -> bool:
     return recorded(nc_path)[1] != common["run"]
 
 
-def _execute_simulation(experiment: Experiment, outputs: Outputs, *, progress: bool):
+def _execute_simulation(experiment: Experiment, outputs: Outputs, *, progress: bool | None):
     x64 = experiment.solver.dtype == "float64"
     # Scoped precision: the model's arrays, the times and the compiled solve all take the
     # config's dtype, whatever the process-wide setting is.
     with jax.enable_x64(x64):
         model = experiment.model.build()
         spec, tspec = experiment.solver, experiment.time
+        if progress is None:
+            progress = reports_model_time(model)
         start = time.perf_counter()
         key = spec.key() if model.is_stochastic() else None  # one path of a noisy model
         sol = simulate(
@@ -179,7 +185,7 @@ def _save_png(figure, path: Path, run: str, dpi: int) -> None:
     atomic_write(path, lambda p: figure.savefig(p, dpi=dpi, metadata=png_metadata(run)))
 
 
-def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress: bool) -> RunResult:
+def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress) -> RunResult:
     nc_path, png_path = outputs.netcdf, outputs.plot
     spec, tspec, sweep = experiment.solver, experiment.time, experiment.sweep
     with jax.enable_x64(spec.dtype == "float64"):
@@ -211,7 +217,7 @@ def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress: bool) 
     return RunResult(dataset, nc_path, png_path, report.wall_time, status, report)
 
 
-def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress: bool) -> RunResult:
+def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress) -> RunResult:
     nc_path, png_path = outputs.netcdf, outputs.plot
     spec = experiment.solver
     with jax.enable_x64(spec.dtype == "float64"):
@@ -254,7 +260,7 @@ def run_config(
     overrides: Mapping[str, Any] | None = None,
     output: str | os.PathLike | None = None,
     plot: bool = True,
-    progress: bool = False,
+    progress: bool | None = None,
     throw: bool = True,
     overwrite: bool = False,
 ) -> xr.Dataset:
@@ -271,7 +277,8 @@ def run_config(
     - `output`: netCDF path, replacing `[output] path` (no file is written if neither is
       given).
     - `plot`: `False` skips the PNG; `True` follows `[output] plot`.
-    - `progress`: show a progress bar while solving.
+    - `progress`: `None` (default) as `difsim run`: shown for sweeps, fits and PDE solves (a
+      bar on a terminal, log lines elsewhere); `True` also for an ODE solve; `False`: none.
     - `throw`: if the solve fails, raise `RuntimeError` (after writing the partial output);
       with `False` the failure is only recorded in the Dataset's `status`. A sweep
       (`[sweep]`) raises only if every trajectory failed; per-trajectory failures are in

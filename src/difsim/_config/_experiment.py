@@ -9,9 +9,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import tomli_w
 
 from difsim._config._schema import ConfigError
-from difsim._config._toml import dumps as toml_dumps
 from difsim._core import Model, state_key
 from difsim._fit import MultipleShooting
 from difsim._pde import grid_from_table
@@ -286,7 +286,7 @@ class Experiment:
 
     def to_toml(self) -> str:
         """The complete config as TOML text."""
-        return toml_dumps(self.to_dict())
+        return tomli_w.dumps(self.to_dict())
 
 
 # ---------------------------------------------------------------- helpers

@@ -7,14 +7,13 @@ table of sections that experiment configs are checked against.
 import copy
 import dataclasses
 import difflib
+import json
 import math
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-
-from difsim._config._toml import format_value
 
 
 class ConfigError(ValueError):
@@ -217,7 +216,9 @@ def given(value: Any) -> str:
     if isinstance(value, dict):
         return kind
     try:
-        text = format_value(value)
+        # JSON spells booleans, numbers, strings and lists as TOML does (`true`, `1e-08`,
+        # `"s"`, `[1.0, 2]`), on one line; NaN and infinities read `NaN`/`Infinity`.
+        text = json.dumps(value, ensure_ascii=False)
     except TypeError:
         text = repr(value)
     return f"{text if len(text) <= 60 else text[:57] + '...'} ({kind})"

@@ -22,6 +22,9 @@ from difsim._core._observable import (
     model_observables as model_observables,
     observable as observable,
 )
+from difsim._core._progress_meter import (
+    reports_model_time as reports_model_time,
+)
 from difsim._core._save import (
     SaveSpec as SaveSpec,
 )

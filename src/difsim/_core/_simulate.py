@@ -16,6 +16,7 @@ from difsim._core._event import Event, to_diffrax_event
 from difsim._core._fixed_step import plan_scan, scan_solve
 from difsim._core._model import Model
 from difsim._core._nonfinite import guard_nonfinite
+from difsim._core._progress_meter import solve_meter
 from difsim._core._save import SaveSpec, check_saved_memory
 from difsim._core._sde import check_key, sde_settings
 from difsim._core._solution import Solution
@@ -90,7 +91,10 @@ def simulate(
     - `throw`: if `True` (default) a failed solve raises an error with a hint; if `False` the
       failure is reported in `Solution.status` and the failed values are NaN (what sweeps use).
       A right-hand side that turns NaN/inf ends an adaptive solve there, `Status.NONFINITE`.
-    - `progress`: show a progress bar (tqdm) while solving.
+    - `progress`: report progress in model time while solving (`t = 412.5 of 2000 s`): a
+      bar on a terminal, log lines elsewhere (docs: "Progress and logging"). It costs a
+      host callback every few steps (about 1 %), and keeps the program out of JAX's
+      persistent compilation cache.
     - `sharding`: split the fields of a PDE model across devices, e.g.
       `ds.domain_sharding(model.grid)` (a `NamedSharding` for one field; state arrays with
       more axes are split along their trailing ones). Results equal the unsharded solve.
@@ -159,7 +163,7 @@ def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout
         controller=solve_controller(settings, key, ts, times.final_only),
         adjoint=adjoint_obj,
         event=dfx_event,
-        meter=dfx.TqdmProgressMeter() if progress else dfx.NoProgressMeter(),
+        meter=solve_meter(model, times, layout) if progress else dfx.NoProgressMeter(),
         layout=layout,
         final_only=times.final_only,
         max_steps=settings.max_steps,

@@ -108,7 +108,8 @@ def fit(
       = 0.3 in unconstrained units, relative for unbounded variables); keep the best.
     - `checkpoint`: a file to save the optimisation state in after every block of steps;
       if it exists, the fit resumes from it.
-    - `progress`: show a progress bar (default: when stderr is a terminal).
+    - `progress`: `None` (default) or `True` show progress: a bar on a terminal, log lines
+      every 10 s elsewhere (steps, loss, time left); `False`: none.
     - `max_failures`: consecutive rejected steps (non-finite loss, failed solves) before
       the fit stops.
     - `solver`, `rtol`, `atol`, `max_steps`: passed to [`simulate`][] (`max_steps` is

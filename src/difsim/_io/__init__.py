@@ -1,6 +1,6 @@
 """Outputs on disk and in memory: xarray conversion, netCDF attributes, atomic writes, which
-files may be written (ownership checks) and one run per output (locks). Depends on `_status`
-only.
+files may be written (ownership checks), one run per output (locks), and progress shown
+while long work runs. Depends on `_status` only.
 """
 
 from difsim._io._atomic import (
@@ -45,6 +45,14 @@ from difsim._io._ownership import (
     check_target as check_target,
     png_metadata as png_metadata,
     recorded as recorded,
+)
+from difsim._io._progress import (
+    Progress as Progress,
+    format_rate as format_rate,
+    format_seconds as format_seconds,
+    forward_fractions as forward_fractions,
+    progress as progress,
+    receiving as receiving,
 )
 from difsim._io._text import plain_text as plain_text
 from difsim._io._xarray import (

@@ -55,8 +55,8 @@ class SweepOptions:
     - `chunk_size`: `None` or a positive `int`.
     - `devices`: `None` (every device) or a tuple of `jax.Device`.
     - `output`: `None` or a `Path`; `store`: `None` or a path or URL as a `str` (it needs
-      an `output`); `resume`, `overwrite`: bools; `progress`: a bool or `None` (a bar
-      when stderr is a terminal).
+      an `output`); `resume`, `overwrite`: bools; `progress`: a bool or `None` (shown unless
+      `False`: a bar on a terminal, log lines elsewhere).
     - `attrs`: a read-only mapping (empty when `None`).
     - `samples`, `seed`: Monte Carlo paths per point of a stochastic model, and the seed of
       their keys (checked with the model, in `_monte_carlo.monte_carlo_spec`); `brownian`,

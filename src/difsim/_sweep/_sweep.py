@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,15 +21,15 @@ import numpy as np
 import xarray as xr
 from jax.sharding import Mesh
 
-from difsim._core import Model
-from difsim._io import output_lock
+from difsim._core import Model, reports_model_time
+from difsim._io import output_lock, progress, receiving
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking, chunk_length, plan_chunking
 from difsim._sweep._layout import count_attrs, counts_from_file, status_counts
 from difsim._sweep._location import StoreLocation
 from difsim._sweep._monte_carlo import monte_carlo_spec, run_statistics
 from difsim._sweep._options import SweepOptions
-from difsim._sweep._runner import progress_bar, run_chunks
+from difsim._sweep._runner import run_chunks
 from difsim._sweep._setup import SweepSetup, prepare
 from difsim._sweep._spec import AbstractSweep
 from difsim._sweep._store import ChunkStore, agree, finished_chunks
@@ -133,7 +132,10 @@ def sweep(
     - `resume`: reuse finished chunks of the same sweep (default); `False` starts over.
     - `overwrite`: replace an `output` (or chunks) that belongs to a different sweep, instead
       of refusing.
-    - `progress`: a progress bar (default: when stderr is a terminal).
+    - `progress`: `None` (default) or `True` show progress: a bar on a terminal, log lines
+      every 10 s elsewhere (trajectories done, rate, time left; docs: "Progress and
+      logging"); for PDE models also within a chunk (model time of its slowest lane).
+      `False`: none.
     - `attrs`: extra global attributes for the Dataset (e.g. the config text).
     - `engine`: `"auto"` (default) integrates with difsim's ensemble engine (all the lanes
       of a chunk as one batch, several times faster; see `docs/sweeps.md`) whenever the
@@ -263,9 +265,12 @@ def _compute(
     output). `options.on_chunk` is called after each chunk is stored."""
     todo = tuple(i for i in range(chunking.n_chunks) if i not in done)
     arrays = setup.layout.empty() if options.output is None else None
-    progress = sys.stderr.isatty() if options.progress is None else options.progress
     initial = sum(chunking.length(i) for i in done)
-    with progress_bar(spec.size, initial, progress and dist.is_writer()) as bar:
+    show = options.progress is not False and dist.is_writer()
+    task = progress(spec.size, what="sweep", one="trajectory", many="trajectories",
+                    show=show, initial=initial)  # fmt: skip
+    with task, receiving(task):
+        task.running(chunking.size)  # a chunk's solves may report fractions of it
 
         def finished(i: int, host: dict[str, np.ndarray]) -> None:
             if store is not None:
@@ -274,11 +279,14 @@ def _compute(
                 start = chunking.start(i)
                 for k, v in host.items():
                     arrays[k][start : start + len(v)] = v
-            bar.update(chunking.length(i))
+            task.advance(chunking.length(i))
+            task.running(chunking.size)
             if options.on_chunk is not None:
                 options.on_chunk(i)
 
-        run_chunks(model, spec, setup, mesh, chunking, todo, finished)
+        inside = show and reports_model_time(model)  # long solves: progress within a chunk
+        run_chunks(model, spec, setup, mesh, chunking, todo, finished, progress=inside)
+        task.finish()
     return todo, arrays
 
 
