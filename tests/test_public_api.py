@@ -15,12 +15,14 @@ import difsim.models
 import difsim.solvers
 
 DIFSIM = {
+    "AbstractEvent": "class",
     "AbstractTransform": "class",
     "BoundaryCondition": "class",
     "Bounded": "class",
     "ConfigError": "class",
     "Dirichlet": "class",
     "Event": "class",
+    "EventRecord": "class",
     "Experiment": "class",
     "FitResult": "class",
     "Grid": "class",
@@ -37,6 +39,7 @@ DIFSIM = {
     "Solution": "class",
     "State": "class",
     "Status": "class",
+    "TimeEvent": "class",
     "Uniform": "class",
     "Var": "class",
     "VarInfo": "class",
@@ -80,6 +83,7 @@ DIFSIM = {
 }
 
 MODELS = {
+    "BouncingBall": "class",
     "Burgers": "class",
     "DampedDrivenPendulum": "class",
     "ExponentialDecay": "class",
@@ -94,9 +98,11 @@ MODELS = {
     "LotkaVolterra": "class",
     "MODELS": "dict",
     "NavierStokes2D": "class",
+    "OralDosing": "class",
     "Robertson": "class",
     "SEIR": "class",
     "SIR": "class",
+    "Thermostat": "class",
     "VanDerPol": "class",
     "Wave": "class",
 }

@@ -60,6 +60,9 @@ class Model(eqx.Module):
 
     Class-level options (`ClassVar`): `time_units` (e.g. `"s"`), `stiff` (pick a stiff
     solver by default), `phase` (a pair of variables to draw as a phase portrait),
+    `events` (a tuple of [`Event`][]s and [`TimeEvent`][]s: impacts, doses, switches that
+    change the state or end the solve; see docs/events.md), `max_events` (most events in
+    one solve, default 100),
     `solver_defaults` (settings `simulate`/`sweep`/configs use when the caller leaves them
     unset, e.g. `{"solver": "etdrk4", "dt0": 0.25}`; `dt0` and `controller` apply only
     with the model's own solver).
@@ -74,6 +77,8 @@ class Model(eqx.Module):
     time_units: ClassVar[str | None] = None
     stiff: ClassVar[bool] = False
     phase: ClassVar[tuple[str, str] | None] = None
+    events: ClassVar[tuple[Any, ...]] = ()
+    max_events: ClassVar[int] = 100
     solver_defaults: ClassVar[dict[str, Any]] = {}
 
     def __init_subclass__(cls, **kwargs):

@@ -35,9 +35,13 @@ def to_xarray(
 
     One data variable per state variable, dims `(*batch, "time", *var_dims)`, with `units`
     and `long_name` attributes; a `time` coordinate; `status` (a [`Status`][] code with CF
-    flag attributes) and `num_steps`. Scalar parameters go into the Dataset's attributes
-    (with `<name>_units` where declared); parameters that vary over the batch become data
-    variables over the batch dims.
+    flag attributes) and `num_steps`. A model with events adds the event record over an
+    `event` dimension (as long as the most events any trajectory had): `event_count`,
+    `event_time` (NaN padding), `event_type` (an index into the event names, which its CF
+    `flag_meanings` list; -1 padding), and `<var>_before_event`, `<var>_after_event`.
+    Scalar parameters go into the Dataset's attributes (with `<name>_units` where
+    declared); parameters that vary over the batch become data variables over the batch
+    dims.
 
     **Arguments:**
 
@@ -65,7 +69,13 @@ def to_xarray(
             np.asarray(solution.t_end),
             dict(long_name="time the solve stopped (event)"),
         )
+    if getattr(solution, "events", None) is not None:
+        time_attrs = _units_attrs(type(solution.model).time_units)
+        data_vars.update(_event_variables(solution, batch_dims, time_attrs))
     attrs = _run_attrs(solution, status)
+    if getattr(solution, "events", None) is not None:
+        attrs["events"] = " ".join(solution.events.names)
+        attrs["max_events"] = int(np.shape(solution.events.times)[-1])
     _add_parameters(solution.model, status, batch_dims, batch_coords, attrs, coords, data_vars)
     attrs = {k: v for k, v in attrs.items() if attr_value(v) is not None}
     return xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
@@ -101,6 +111,37 @@ def _state_variables(solution, batch_dims: tuple[str, ...], coords: dict) -> dic
         attrs = {k: v for k, v in dict(units=info.units, long_name=info.description).items() if v}
         data_vars[name] = ((*batch_dims, "time", *dims), values, attrs)
     return data_vars
+
+
+def _event_variables(solution, batch_dims: tuple[str, ...], time_attrs) -> dict[str, Any]:
+    """The event record as variables over `(*batch, "event")`, cut to the most events any
+    trajectory had (the rest is padding)."""
+    record = solution.events
+    count = np.asarray(record.count)
+    n = int(count.max()) if count.size else 0
+    dims = (*batch_dims, "event")
+    flags = dict(
+        flag_values=list(range(len(record.names))),
+        flag_meanings=" ".join(record.names),
+        long_name="which event (-1: padding past event_count)",
+    )
+    out: dict[str, Any] = {
+        "event_count": (batch_dims, count.astype(np.int32), dict(long_name="number of events")),
+        "event_time": (
+            dims, np.asarray(record.times)[..., :n], dict(time_attrs, long_name="event time")
+        ),
+        "event_type": (dims, np.asarray(record.which)[..., :n].astype(np.int32), flags),
+    }  # fmt: skip
+    model = solution.model
+    for name, info in solution.var_info:
+        for side, values in (("before", record.before), ("after", record.after)):
+            array = np.take(np.asarray(values[name]), np.arange(n), axis=len(batch_dims))
+            var_dims = info.dims or model.default_dims(name, array.ndim - len(dims))
+            attrs = {"long_name": f"{info.description or name} just {side} the event"}
+            if info.units:
+                attrs["units"] = info.units
+            out[f"{name}_{side}_event"] = ((*dims, *var_dims), array, attrs)
+    return out
 
 
 def _run_attrs(solution, status: np.ndarray) -> dict[str, Any]:

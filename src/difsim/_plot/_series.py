@@ -15,7 +15,8 @@ def plot_series(
 
     Scalar variables get one panel each (sharing the time axis); a variable on a 1-D axis is
     drawn as a space–time image. `phase=("x", "z")` adds a phase portrait. With `path`, the
-    figure is saved there (PNG at 120 dpi).
+    figure is saved there (PNG at 120 dpi). Events of a hybrid model (`event_time`) are
+    marked on the scalar panels by dotted vertical lines.
 
     **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
     """
@@ -55,8 +56,36 @@ def plot_series(
         ax.plot(dataset[phase[0]], dataset[phase[1]], lw=0.6)
         ax.set_xlabel(label(dataset[phase[0]]))
         ax.set_ylabel(label(dataset[phase[1]]))
+    _mark_events(dataset, [ax for ax, n in zip(axes, names) if dataset[n].ndim == 1])
     title = dataset.attrs.get("model", "")
     status = dataset.get("status")
     if status is not None and status.ndim == 0 and int(status) != 0:
         title += f"  [{Status(int(status)).name}]"
     return finish_figure(fig, title, path)
+
+
+MAX_MARKED_EVENTS = 500  # beyond this, lines would only grey out the panel
+
+
+def _mark_events(dataset: xr.Dataset, axes) -> None:
+    """Dotted vertical lines at the event times of an unbatched run, one colour per event
+    type, with a legend naming them on the first panel."""
+    times = dataset.get("event_time")
+    if times is None or times.ndim != 1 or not axes:
+        return
+    kinds = dataset.get("event_type")
+    names = (kinds.attrs.get("flag_meanings", "") if kinds is not None else "").split()
+    t = times.values
+    which = kinds.values if kinds is not None else [0] * len(t)
+    shown = set()
+    for i, (ti, k) in enumerate(zip(t, which)):
+        if i >= MAX_MARKED_EVENTS or ti != ti:  # NaN: padding
+            break
+        colour = f"C{1 + int(k) % 9}"
+        for j, ax in enumerate(axes):
+            label = None
+            if j == 0 and k not in shown and 0 <= k < len(names):
+                label, _ = f"event: {names[int(k)]}", shown.add(k)
+            ax.axvline(ti, color=colour, lw=0.6, ls=":", alpha=0.8, label=label)
+    if shown:
+        axes[0].legend(loc="best", fontsize=7, frameon=False)
