@@ -99,11 +99,15 @@ def solve_hybrid(plan: EventPlan, *, terms, solver, t0, t1, dt0, y0, model, ts, 
     ctx = _Context(plan, terms, solver, controller, adjoint, model, layout, t0, t1, dt0, ts,
                    max_steps)  # fmt: skip
     carry = _init(ctx, y0)
-    kind = _loop_kind(adjoint)
-    final = eqxi.while_loop(
-        lambda c: ~c.done, lambda c: _pass(ctx, c), carry, max_steps=plan.max_events + 1,
-        kind=kind,
-    )  # fmt: skip
+    if all(e.terminal is True for e in plan.events):
+        # Dense output alone, or events that all end the solve: one pass is the whole
+        # solve, and no loop (whose reverse mode would cost a second level of checkpoints).
+        final = _pass(ctx, carry)
+    else:
+        final = eqxi.while_loop(
+            lambda c: ~c.done, lambda c: _pass(ctx, c), carry,
+            max_steps=plan.max_events + 1, kind=_loop_kind(adjoint),
+        )  # fmt: skip
     # The loop's bound is one pass per event plus the last: a solve still running here
     # had more events than the cap (cannot happen, as a pass over the cap ends it).
     status = jnp.where(final.done, final.status, int(Status.EVENT_LIMIT))

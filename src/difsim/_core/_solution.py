@@ -128,10 +128,7 @@ class Solution(eqx.Module):
             raise ValueError('Solution.evaluate needs the interpolant: simulate with save="dense"')
         t = jnp.asarray(t, self.dense.t_lo.dtype)
         self._check_span(t)
-        evaluate = type(self.dense).evaluate
-        for _ in range(self.status.ndim):  # a vmapped solution: one interpolant per lane
-            evaluate = jax.vmap(evaluate, in_axes=(0, None))
-        return evaluate(self.dense, t)
+        return _evaluate(self.dense, t, self.status.ndim)
 
     def _check_span(self, t) -> None:
         try:
@@ -175,6 +172,16 @@ class Solution(eqx.Module):
     def plot(self, path=None, **kwargs):
         """Plot the trajectories (see [`plot`][difsim.plot]); returns the figure."""
         return plot(self.to_xarray(), path=path, **kwargs)
+
+
+@eqx.filter_jit
+def _evaluate(dense: DenseOutput, t: Array, nbatch: int) -> dict[str, Array]:
+    # Compiled (once per shape of `t`): evaluated op by op, the search and the local
+    # polynomials would dispatch dozens of small kernels per call.
+    evaluate = type(dense).evaluate
+    for _ in range(nbatch):  # a vmapped solution: one interpolant per lane
+        evaluate = jax.vmap(evaluate, in_axes=(0, None))
+    return evaluate(dense, t)
 
 
 DENSE_SAMPLES = 1001  # times at which `to_xarray` samples a dense solution by default
