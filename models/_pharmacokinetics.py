@@ -33,9 +33,8 @@ class OralDosing(Model):
     Source: the one-compartment model with first-order absorption and its multiple-dose
     superposition, M. Gibaldi and D. Perrier, *Pharmacokinetics*, 2nd ed. (Marcel Dekker,
     1982), ch. 1 and 3. The defaults are of the order of oral theophylline in adults
-    (absorption within a few hours, elimination half-life about 8 h, volume about
-    0.5 L/kg), as in the theophylline data of R. Upton's study used in the NONMEM
-    examples (Boeckmann, Sheiner and Beal, *NONMEM Users Guide*, 1994).
+    (absorption within a few hours, elimination half-life about 8 h, volume of
+    distribution about 0.5 L/kg): illustrative, not a fit to data.
     """
 
     ka: float = param(1.5, units="1/h", description="absorption rate constant")

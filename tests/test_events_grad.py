@@ -1,6 +1,6 @@
 """Derivatives through events: bounce times with respect to the drop height and the
-restitution against their closed forms, in reverse and forward mode, and a fit of the
-restitution through the bounces.
+restitution against their closed forms in reverse mode (forward mode: docs/events.md,
+checked in test_docs_events.py), and a fit of the restitution through the bounces.
 
 A ball dropped from rest at height h lands at t_n = t_1 (1 + 2 e + ... + 2 e^{n-1}) with
 t_1 = sqrt(2 h / g): dt_n/dh = t_n / (2 h) and dt_n/de = 2 t_1 sum_{k<n} k e^{k-1}.
@@ -50,14 +50,6 @@ def test_bounce_times_differentiate_in_reverse_mode_like_the_closed_form():
     np.testing.assert_allclose(np.asarray(dh), want_h, rtol=1e-7)
     np.testing.assert_allclose(np.asarray(de), want_e, rtol=1e-7)
     assert float(de[0]) == 0.0  # the first landing does not depend on the restitution
-
-
-def test_bounce_times_differentiate_in_forward_mode_like_the_closed_form():
-    h, e = 7.0, 0.6
-    dh, de = jax.jacfwd(_bounces, argnums=(0, 1))(h, e, "forward", _end(h, e))
-    want_h, want_e = d_landing_times(h, e)
-    np.testing.assert_allclose(np.asarray(dh), want_h, rtol=1e-7)
-    np.testing.assert_allclose(np.asarray(de), want_e, rtol=1e-7)
 
 
 def test_fit_recovers_the_restitution_from_heights():
