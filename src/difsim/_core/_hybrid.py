@@ -90,16 +90,19 @@ class _Context(NamedTuple):
     dt0: Any
     ts: Any
     max_steps: int
+    meter: Any
 
 
 def solve_hybrid(plan: EventPlan, *, terms, solver, t0, t1, dt0, y0, model, ts, controller,
-                 adjoint, max_steps: int, layout: Layout) -> HybridSolution:  # fmt: skip
+                 adjoint, max_steps: int, layout: Layout, meter) -> HybridSolution:  # fmt: skip
     """Solve from `t0` to `t1` with the events of `plan`, saving at `ts` (or, when `None`,
-    only the end); see the module's docstring."""
+    only the end); see the module's docstring. `meter`: diffrax's progress meter, shown
+    when the solve is one pass (a bar per pass would be noise)."""
+    single = all(e.terminal is True for e in plan.events)
     ctx = _Context(plan, terms, solver, controller, adjoint, model, layout, t0, t1, dt0, ts,
-                   max_steps)  # fmt: skip
+                   max_steps, meter if single else dfx.NoProgressMeter())  # fmt: skip
     carry = _init(ctx, y0)
-    if all(e.terminal is True for e in plan.events):
+    if single:
         # Dense output alone, or events that all end the solve: one pass is the whole
         # solve, and no loop (whose reverse mode would cost a second level of checkpoints).
         final = _pass(ctx, carry)
@@ -204,7 +207,7 @@ def _solve_pass(ctx: _Context, c: _Carry, t_stop):
     return dfx.diffeqsolve(
         ctx.terms, ctx.solver, c.t, t_stop, ctx.dt0, c.y, args=ctx.model, saveat=saveat,
         stepsize_controller=ctx.controller, adjoint=ctx.adjoint, event=event,
-        max_steps=ctx.max_steps, throw=False,
+        max_steps=ctx.max_steps, throw=False, progress_meter=ctx.meter,
     )  # fmt: skip
 
 

@@ -88,7 +88,7 @@ def simulate(
     - `throw`: if `True` (default) a failed solve raises an error with a hint; if `False` the
       failure is reported in `Solution.status` and the failed values are NaN (what sweeps use).
       A right-hand side that turns NaN/inf ends an adaptive solve there, `Status.NONFINITE`.
-    - `progress`: show a progress bar (tqdm) while solving.
+    - `progress`: show a progress bar (tqdm) while solving (none when events restart it).
     - `sharding`: split the fields of a PDE model across devices, e.g.
       `ds.domain_sharding(model.grid)` (a `NamedSharding` for one field; state arrays with
       more axes are split along their trailing ones). Results equal the unsharded solve.
@@ -252,12 +252,12 @@ def _solve(
         sol = solve_hybrid(
             event, terms=terms, solver=solver, t0=t0, t1=t1, dt0=dt0, y0=y0, model=model,
             ts=None if final_only else ts, controller=guard_nonfinite(controller),
-            adjoint=adjoint, max_steps=max_steps, layout=layout,
+            adjoint=adjoint, max_steps=max_steps, layout=layout, meter=meter,
         )  # fmt: skip
     else:
         sol = _diffrax_solve(
-            terms, solver, t0, t1, dt0, y0, model, _saveat(ts, final_only), controller,
-            adjoint, max_steps, meter,
+            terms, solver, t0, t1, dt0, y0, model, ts, final_only, controller, adjoint,
+            max_steps, meter,
         )  # fmt: skip
     status = status_from_result(sol.result) if event is None else sol.status
     if event is None:
@@ -320,29 +320,16 @@ def _scan_solve(terms, solver, ts, t0, t1, dt0, y0, model, final_only, plan) -> 
     )
 
 
-def _saveat(ts, final_only: bool) -> dfx.SaveAt:
-    # A plain SaveAt: diffrax's BacksolveAdjoint rejects `SaveAt(subs=...)`.
-    return dfx.SaveAt(t1=True) if final_only else dfx.SaveAt(ts=ts)
-
-
 def _diffrax_solve(
-    terms, solver, t0, t1, dt0, y0, model, saveat, controller, adjoint, max_steps, meter
+    terms, solver, t0, t1, dt0, y0, model, ts, final_only, controller, adjoint, max_steps, meter
 ):
+    # A plain SaveAt: diffrax's BacksolveAdjoint rejects `SaveAt(subs=...)`.
+    saveat = dfx.SaveAt(t1=True) if final_only else dfx.SaveAt(ts=ts)
     return dfx.diffeqsolve(
-        terms,
-        solver,
-        t0,
-        t1,
-        dt0,
-        y0,
-        args=model,
-        saveat=saveat,
-        stepsize_controller=guard_nonfinite(controller),
-        adjoint=adjoint,
-        max_steps=max_steps,
-        throw=False,
-        progress_meter=meter,
-    )
+        terms, solver, t0, t1, dt0, y0, args=model, saveat=saveat,
+        stepsize_controller=guard_nonfinite(controller), adjoint=adjoint,
+        max_steps=max_steps, throw=False, progress_meter=meter,
+    )  # fmt: skip
 
 
 def _blank_unreached(saved_ts, saved_ys, status, layout: Layout, final_only: bool):
