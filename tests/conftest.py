@@ -7,6 +7,10 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Test files run in parallel processes (pytest-xdist): on a GPU, let them share its memory.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# Outputs record when they were made (CF `history`). A fixed moment (the reproducible-builds
+# convention, see difsim._io._cf) lets tests compare files of runs made at different times
+# byte for byte; tests of the clock itself remove it.
+os.environ.setdefault("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01T00:00:00Z
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

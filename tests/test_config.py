@@ -1,5 +1,6 @@
 """Experiment configs: schema checks, error messages, overrides, round trips (no solving)."""
 
+import dataclasses
 import math
 import tomllib
 from pathlib import Path
@@ -353,7 +354,10 @@ def test_round_trip_dict_and_toml(tmp_path):
     path = tmp_path / "again.toml"
     path.write_text(text)
     from_file = load_config(path)
-    assert from_file == exp and from_file.source == str(path)
+    # A file's relative paths are relative to its folder (a dict's, to the current one).
+    assert from_file.output.path == str(tmp_path / exp.output.path)
+    same = dataclasses.replace(from_file, output=exp.output)
+    assert same == exp and from_file.source == str(path)
     assert load_config(exp, overrides={"solver.atol": 1e-3}).solver.atol == 1e-3
     # numpy values and tuples from Python are accepted and normalised.
     raw = _with("time.save", np.array([0.0, 0.5]))

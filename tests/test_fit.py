@@ -192,8 +192,11 @@ def test_result_outputs(noisy_lm, tmp_path):
     assert "converged" in text
     dataset = noisy_lm.to_xarray()
     np.testing.assert_allclose(dataset["value"].sel(parameter="beta"), noisy_lm.parameters["beta"])
+    # The file holds the correlation (dimensionless); covariance = corr_ij · se_i · se_j.
+    se = dataset["stderr"].values
+    np.testing.assert_allclose(np.diag(dataset["correlation"].values), 1.0, rtol=1e-12)
     np.testing.assert_allclose(
-        np.sqrt(np.diag(dataset["covariance"].values)), dataset["stderr"].values, rtol=1e-12
+        dataset["correlation"].values * np.outer(se, se), noisy_lm.covariance, rtol=1e-12
     )
     assert dataset["hare_fit"].dims == ("time",)
     nc = noisy_lm.save(tmp_path / "fit.nc")

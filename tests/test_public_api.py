@@ -36,6 +36,7 @@ DIFSIM = {
     "Periodic": "class",
     "Positive": "class",
     "RandomSweep": "class",
+    "ResourceError": "class",
     "Solution": "class",
     "State": "class",
     "Status": "class",

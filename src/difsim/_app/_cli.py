@@ -1,13 +1,17 @@
 """The `difsim` command line: `difsim run CONFIG`, `difsim models`, `difsim solvers`.
 
 Exit codes: 0 success; 1 the solve failed (partial output is still written); 2 invalid
-config or command line, or an output path that cannot or may not be written or is in use by
-another run (message on stderr, no traceback; checked before any work); 130 interrupted.
+config or command line, an output path that cannot or may not be written or is in use by
+another run, or a run that needs more memory or disk than the machine has (message on
+stderr, no traceback; checked before any work); 130 interrupted.
 """
 
 import argparse
 import dataclasses
+import shlex
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 
 import jax
@@ -16,7 +20,8 @@ import numpy as np
 from difsim import solvers
 from difsim._app._run import RunResult, execute, final_state
 from difsim._config import ConfigError, Experiment, load_config, parse_override
-from difsim._io import OutputError, difsim_version
+from difsim._io import OutputError, difsim_version, plain_text, recording_command
+from difsim._resources import ResourceError
 from difsim._status import Status
 from difsim._sweep import SweepOutputError, maybe_initialize_from_env
 from difsim.models import MODELS
@@ -88,7 +93,14 @@ def _add_set(parser: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `difsim` command (and `python -m difsim`); returns the exit code."""
     parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    # Outputs record the command that made them (CF `history`).
+    with recording_command(shlex.join(["difsim", *argv])):
+        return _main(parser, args)
+
+
+def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command is None:
         parser.print_help()
         return 2
@@ -105,13 +117,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(experiment.to_toml(), end="")
             return 0
         return _run(experiment, args)
-    except (ConfigError, OutputError) as e:
-        # OutputError: an output path that cannot or may not be written, or one in use.
-        print(f"difsim: error: {e}", file=sys.stderr)
+    except (ConfigError, OutputError, ResourceError) as e:
+        # OutputError: an output path that cannot or may not be written, or one in use;
+        # ResourceError: more memory or disk than the machine has (checked before solving).
+        _error(e)
         return 2
     except KeyboardInterrupt:
         print("difsim: interrupted", file=sys.stderr)
         return 130
+
+
+def _error(error: Exception) -> None:
+    """Print `error` as one line on stderr: characters that would break or hide it (control
+    characters, line and paragraph separators in a key or path) are escaped."""
+    text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(error))
+    print(f"difsim: error: {text}", file=sys.stderr)
 
 
 def _run(experiment: Experiment, args: argparse.Namespace) -> int:
@@ -185,12 +205,12 @@ def _run_sweep(experiment: Experiment, args: argparse.Namespace, progress: bool)
         # before any JAX computation, so the sweep is sharded over every process's devices.
         maybe_initialize_from_env()
     except ValueError as e:
-        print(f"difsim: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     try:
         result = _execute(experiment, args, progress)
     except SweepOutputError as e:
-        print(f"difsim: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     if jax.process_index() != 0:
         print(
@@ -314,9 +334,26 @@ def _models() -> int:
     for name, cls in MODELS.items():
         state = {f.name: f.default for f in dataclasses.fields(cls)}.get("state")
         names = " ".join(getattr(state, "names", ()))
-        doc = (cls.__doc__ or "").strip().splitlines()
-        rows.append((name, cls.__name__, names, doc[0] if doc else ""))
-    print(_table(rows, ("name", "class", "state", "description")))
+        rows.append((name, cls.__name__, names, plain_text(cls.__doc__ or "")))
+    # The description column wraps at the terminal's width (120 when not a terminal):
+    # never cut, never wider than the screen. On a narrow screen it goes below its row.
+    table = _table([r[:3] + ("",) for r in rows], ("name", "class", "state", "description"))
+    lines = table.splitlines()
+    indent = len(lines[0]) - len("description")
+    columns = shutil.get_terminal_size((120, 24)).columns
+    below = columns - indent < 30
+    if below:
+        indent, lines = 4, _table([r[:3] for r in rows], ("name", "class", "state")).splitlines()
+    width = max(columns - indent, 20)
+    out = lines[:2]
+    for line, row in zip(lines[2:], rows):
+        wrapped = textwrap.wrap(row[3], width, break_on_hyphens=False) or [""]
+        if below:
+            out += [line.rstrip()] + [" " * indent + text for text in wrapped]
+        else:
+            out.append(line.rstrip().ljust(indent) + wrapped[0])
+            out += [" " * indent + more for more in wrapped[1:]]
+    print("\n".join(out))
     return 0
 
 

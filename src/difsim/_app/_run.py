@@ -190,6 +190,7 @@ def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress: bool) 
             memory_budget=sweep.budget,
             engine=sweep.engine,
             output=nc_path,
+            store=experiment.output.store,
             overwrite=experiment.output.overwrite,
             progress=progress,
             attrs={"config": experiment.to_toml(), RUN_ATTR: outputs.run},
@@ -226,7 +227,7 @@ def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress: bool) ->
         except (ValueError, TypeError, FileNotFoundError) as e:
             # What the config check cannot see without solving (a start outside its range,
             # a loss that is not finite at the guess, ...): a config problem all the same.
-            raise ConfigError(str(e), "fit") from e
+            raise ConfigError(str(e), "fit", experiment.source) from e
         wall = time.perf_counter() - start
         # Still in the fit's precision: the outputs evaluate the fitted model again.
         dataset = result.to_xarray()
@@ -237,7 +238,7 @@ def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress: bool) ->
             atomic_write(nc_path, lambda p: dataset.to_netcdf(p, engine="h5netcdf"))
             result.save(outputs.summary, overwrite=True, attrs={RUN_ATTR: outputs.run})
         if png_path is not None:
-            _save_png(result.plot(), png_path, outputs.run, dpi=100)
+            _save_png(plot_dataset(dataset), png_path, outputs.run, dpi=120)
     # The fit's own Status (CONVERGED, DIVERGED, OPTIMIZER_FAILED, ...): one scheme, so
     # nothing is lost translating it.
     return RunResult(dataset, nc_path, png_path, wall, result.status, fit=result)

@@ -96,11 +96,12 @@ class SolverSpec:
 class OutputSpec:
     """`[output]`: where the netCDF file (`path`, ending in `.nc`) and the PNG quick-look go,
     and whether an earlier difsim output of the same kind may be replaced (`overwrite`; the
-    rules are `difsim._io`'s ownership check)."""
+    rules are `difsim._io`'s ownership check); `store`, where a sweep keeps its chunks."""
 
     path: str | None
     plot: bool | str
     overwrite: bool = False
+    store: str | None = None  # a sweep's zarr store (path or fsspec URL); None: path + .zarr
 
     def paths(self, output: str | os.PathLike | None = None) -> tuple[Path | None, Path | None]:
         """`(netcdf, png)` paths; `output` replaces the configured netCDF path. The PNG is

@@ -38,7 +38,10 @@ class ConfigError(ValueError):
 
 
 def display_key(key: str) -> str:
-    """`"solver.rtol"` → `"[solver] rtol"`, `"model.state.x"` → `"[model.state] x"`."""
+    """`"solver.rtol"` → `"[solver] rtol"`, `"model.state.x"` → `"[model.state] x"`; a key
+    with characters that are not printable is shown escaped."""
+    if not key.isprintable():
+        key = ascii(key)[1:-1]
     section, _, name = key.rpartition(".")
     return f"[{name}]" if not section else f"[{section}] {name}"
 
@@ -64,6 +67,8 @@ def is_int(v: Any) -> bool:
 NUMBER = Kind("a number", is_number)
 POSITIVE = Kind("a positive number", lambda v: is_number(v) and v > 0)
 POSITIVE_INT = Kind("a positive integer", lambda v: is_int(v) and v > 0)
+# diffrax counts steps in a 32-bit integer (outside x64), and 2**31 steps would not finish.
+MAX_STEPS = Kind("a positive integer below 2**31", lambda v: is_int(v) and 0 < v < 2**31)
 STRING = Kind("a non-empty string", lambda v: isinstance(v, str) and v != "")
 TABLE = Kind("a table of `name = value` entries", lambda v: isinstance(v, dict))
 SAVE = Kind(

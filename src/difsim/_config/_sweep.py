@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from difsim._config._experiment import SweepSpec, TimeSpec, field_defaults
+from difsim._config._resources import check_linspace_count
 from difsim._config._schema import ConfigError, did_you_mean, given, is_int, is_number
 from difsim._core import Model, state_key
 from difsim._sweep import (
@@ -110,6 +111,7 @@ def _spaced(form: str, args: list, where: str) -> np.ndarray:
         raise ConfigError(
             f"{form} takes {GRID_FORMS[form]}: n must be an integer >= 1, got {given(n)}", where
         )
+    check_linspace_count(n, where)  # before allocating them
     if form == "linspace":
         return np.linspace(float(start), float(stop), n)
     if not (start > 0 and stop > 0):

@@ -58,4 +58,5 @@ from difsim._core._steady import (
 )
 from difsim._core._vector_field import (
     Layout as Layout,
+    check_rhs as check_rhs,
 )

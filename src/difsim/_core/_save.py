@@ -9,6 +9,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Real
 
 from difsim._core._custom_types import RealScalarLike, SaveLike, Times
+from difsim._resources import check_memory
 
 DEFAULT_SAVE_POINTS = 101
 
@@ -95,6 +96,24 @@ class SaveSpec(eqx.Module):
         if self.ts is None:
             return jnp.linspace(self.t0, self.t1, self.n_saved)
         return jnp.asarray(self.ts)
+
+
+def check_saved_memory(times: SaveSpec, n_values: int, itemsize: int, what: str) -> None:
+    """Refuse, before anything is allocated, a solve whose saved values cannot fit in
+    memory: `times.n_saved` saved states of `n_values` numbers of `itemsize` bytes, plus the
+    times (`what` names the solve in the message).
+
+    **Raises:** `difsim._resources.ResourceError` (a `ValueError`) naming `save`.
+    """
+    n = times.n_saved
+    key = "save" if times.ts is None else "save times"
+    check_memory(
+        n * (n_values + 1) * itemsize,
+        f"{what} saving {n:,} times of {n_values:,} value{'s' if n_values > 1 else ''} "
+        f"({itemsize * 8}-bit)",
+        key,
+        'save fewer times (save = n, "final", or a list of times)',
+    )
 
 
 def concrete(x: Any) -> np.ndarray | None:

@@ -1,5 +1,6 @@
 """`simulate`: solve a model's ODE with diffrax and return a labelled `Solution`."""
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -17,7 +18,7 @@ from difsim._core._fixed_step import plan_scan, scan_solve
 from difsim._core._hybrid import solve_hybrid
 from difsim._core._model import Model
 from difsim._core._nonfinite import guard_nonfinite
-from difsim._core._save import SaveSpec
+from difsim._core._save import SaveSpec, check_saved_memory
 from difsim._core._solution import Solution
 from difsim._core._solver_settings import SolverSettings, solver_settings
 from difsim._core._stability import check_explicit_step
@@ -106,6 +107,8 @@ def simulate(
     adjoint_obj = solvers.make_adjoint(adjoint)
     state0 = model.initial_state()
     layout = _checked_layout(model, state0, settings.imex)
+    n_values = sum(math.prod(shape) for shape in layout.shapes)
+    check_saved_memory(times, n_values, layout.dtype.itemsize, f"simulate({type(model).__name__})")
     if settings.fixed_step and not settings.imex:
         y0 = layout.pack(state0.values)
         field = VectorField(layout, "rhs")

@@ -12,9 +12,11 @@ import numpy as np
 from difsim import solvers
 from difsim._core import (
     KEYS,
+    Layout,
     Model,
     SaveSpec,
     SolverSettings,
+    check_rhs,
     resolve_solver_settings,
     solver_settings,
 )
@@ -30,6 +32,7 @@ from difsim._sweep._layout import (
 )
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
+from difsim._sweep._resources import check_sweep_resources
 from difsim._sweep._spec import AbstractSweep
 
 logger = logging.getLogger("difsim")
@@ -84,11 +87,16 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
     )  # fmt: skip
     solver = _resolve_solver(model, options)
     state = model.initial_state()
+    # Traced once (no FLOPs): the ensemble engine calls `rhs` without simulate's checks, so
+    # a Python `if` on the state or a missing derivative is named here.
+    check_rhs(model, Layout.of(state), "rhs")
     dtype = np.dtype(jnp.result_type(*[jnp.asarray(v) for v in state.values.values()]))
     if not np.issubdtype(dtype, np.floating):
         dtype = np.dtype(jnp.result_type(float))
     plan = plan_keep(options.keep, type(model), state, times.n_saved, times.save_text)
     outputs = plan.outputs(model, times.n_saved, dtype)
+    # Before any point is drawn, hashed or allocated: refuse what cannot fit.
+    check_sweep_resources(model, spec, outputs, times.n_saved, dtype, options)
     engine, fallback = choose_engine(options.engine, solver.settings, model)
     # The engine is part of the result's identity: the two round differently, and a resumed
     # sweep must not mix their chunks.

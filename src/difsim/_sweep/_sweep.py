@@ -27,11 +27,12 @@ from difsim._io import output_lock
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking, chunk_length, plan_chunking
 from difsim._sweep._layout import count_attrs, counts_from_file, status_counts
+from difsim._sweep._location import StoreLocation
 from difsim._sweep._options import SweepOptions
 from difsim._sweep._runner import progress_bar, run_chunks
 from difsim._sweep._setup import SweepSetup, prepare
 from difsim._sweep._spec import AbstractSweep
-from difsim._sweep._store import ChunkStore, agree, finished_chunks, write_netcdf
+from difsim._sweep._store import ChunkStore, agree, finished_chunks
 
 logger = logging.getLogger("difsim")
 
@@ -75,6 +76,7 @@ def sweep(
     memory_budget: int | str | None = None,
     devices: Sequence[jax.Device] | None = None,
     output: str | os.PathLike | None = None,
+    store: str | os.PathLike | None = None,
     resume: bool = True,
     overwrite: bool = False,
     progress: bool | None = None,
@@ -112,8 +114,11 @@ def sweep(
     - `memory_budget`: bytes one chunk may use, an int or a string like `"512MiB"`
       (default 1 GiB).
     - `devices`: devices to shard over (default: all, of every process).
-    - `output`: a netCDF path. Chunks are stored next to it (`<output>.chunks/`) as they
-      finish, and assembled into `output` at the end; a rerun resumes.
+    - `output`: a netCDF path. Chunks are stored, as they finish, in a zarr store beside
+      it (`<output>.zarr`, readable with `xr.open_zarr` while the sweep runs) and
+      assembled into `output` at the end; a rerun resumes.
+    - `store`: where that zarr store goes instead: a path, or an fsspec URL such as
+      `"s3://bucket/runs/x.zarr"` (object storage; see `docs/sweeps.md`).
     - `resume`: reuse finished chunks of the same sweep (default); `False` starts over.
     - `overwrite`: replace an `output` (or chunks) that belongs to a different sweep, instead
       of refusing.
@@ -134,7 +139,7 @@ def sweep(
     options = SweepOptions(
         t0=t0, t1=t1, save=save, keep=keep, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         controller=controller, max_steps=max_steps, chunk_size=chunk_size,
-        memory_budget=memory_budget, devices=devices, output=output, resume=resume,
+        memory_budget=memory_budget, devices=devices, output=output, store=store, resume=resume,
         overwrite=overwrite, progress=progress, attrs=attrs, engine=engine,
     )  # fmt: skip
     dataset, _ = run_sweep(model, spec, options)
@@ -162,12 +167,14 @@ def run_sweep(
     setup = prepare(model, spec, options)
     mesh = dist.batch_mesh(options.devices)
     writer, output = dist.is_writer(), options.output
+    location = None if output is None else StoreLocation.of(output, options.store)
     chunking = plan_chunking(
         spec.size, setup.per_traj, options.chunk_size, options.memory_budget,
-        options.devices, mesh.devices.size, output if writer else None,
+        options.devices, mesh.devices.size, location if writer else None,
         ensemble=setup.engine == "ensemble",
     )  # fmt: skip
-    store = None if output is None or not writer else _chunk_store(output, setup, chunking)
+    # Every process has the store: each writes its share of the chunks (`ChunkStore.join`).
+    store = None if output is None else _chunk_store(output, location, setup, chunking)
     # Processes given different configs would run different programs in lockstep and hang
     # or mix results: refuse on every process instead.
     dist.check_same_everywhere(setup.sweep_hash, "the sweep's settings")
@@ -175,18 +182,18 @@ def run_sweep(
 
         def prepare_store() -> set[int] | None:
             # On the writer, inside `agree`, so a refusal reaches every process at once.
-            if store is not None:
+            if store is not None:  # only the writer prepares
                 store.check()
                 held.enter_context(output_lock(output))
             return finished_chunks(store, options.resume, options.overwrite)
 
-        done = agree(prepare_store, chunking.n_chunks)
+        done = agree(prepare_store, chunking.n_chunks, store)
         return _run_prepared(model, spec, options, setup, mesh, chunking, done, store, start)
 
 
 def _run_prepared(model, spec, options, setup, mesh, chunking, done, store, start):
     """[`run_sweep`][] once the store is prepared (and its output locked)."""
-    output, writer = options.output, store is not None
+    output, writer = options.output, dist.is_writer()
 
     def report(reused: int, computed: tuple[int, ...], counts: dict[int, int]) -> SweepReport:
         wall = time.perf_counter() - start
@@ -206,18 +213,19 @@ def _run_prepared(model, spec, options, setup, mesh, chunking, done, store, star
         dataset = setup.layout.to_dataset(arrays)
         dataset.attrs.update(count_attrs(counts))
         return dataset, report(len(done), todo, counts)
-    if store is None:  # not the writer
+    dist.barrier("difsim-sweep-stored")  # every chunk is in the store, whoever wrote it
+    if not writer:
         return None, report(len(done), todo, {})
-    counts = _assemble(output, setup, store)
+    counts = store.assemble()
     return _open(output), report(len(done), todo, counts)
 
 
-def _chunk_store(output: Path, setup: SweepSetup, chunking: Chunking) -> ChunkStore:
+def _chunk_store(
+    output: Path, location: StoreLocation, setup: SweepSetup, chunking: Chunking
+) -> ChunkStore:
     """The chunk store of `output`: keyed by the settings and the chunk size."""
-    expected = {k: (tail, dt) for k, (_, tail, dt, _) in setup.layout.variables.items()}
     chunked = {**setup.settings, "chunk_size": str(chunking.size)}
-    sizes = (chunking.n_points, chunking.size)
-    return ChunkStore(output, chunked, sizes, expected, setup.sweep_hash)
+    return ChunkStore(output, location, setup.layout, chunked, chunking.size, setup.sweep_hash)
 
 
 def _compute(
@@ -252,26 +260,6 @@ def _compute(
 
         run_chunks(model, spec, setup, mesh, chunking, todo, finished)
     return todo, arrays
-
-
-def _assemble(output: Path, setup: SweepSetup, store: ChunkStore) -> dict[int, int]:
-    """Stream every stored chunk into the netCDF file; return the status counts."""
-    counted: dict[int, int] = {}
-    size = store.chunk_size
-
-    def chunks():
-        for i in range(store.n_chunks):
-            n = chunk_length(i, size, store.n_points)
-            data = store.read(i, n)
-            if data is None:
-                raise RuntimeError(f"chunk {i} of {store.directory} vanished or is corrupt")
-            for code, count in status_counts(data["status"]).items():
-                counted[code] = counted.get(code, 0) + count
-            yield i * size, i * size + n, data
-
-    write_netcdf(output, setup.layout, chunks(), lambda: count_attrs(counted))
-    store.remove()
-    return counted
 
 
 def _open(path: Path) -> xr.Dataset:
