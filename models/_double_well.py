@@ -1,5 +1,7 @@
 """An overdamped Langevin particle in a double-well potential: noise-driven barrier crossing."""
 
+from typing import ClassVar
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -29,9 +31,12 @@ class DoubleWellLangevin(Model):
     Defaults: the unit scale.
     """
 
-    a: float = param(1.0, description="potential scale: V(x) = a (x^4/4 - x^2/2)")
-    D: float = param(0.25, description="diffusion coefficient (temperature over friction)")
-    state = State(x=Var(-1.0, description="position"))
+    a: float = param(1.0, units="1", description="potential scale: V(x) = a (x^4/4 - x^2/2)")
+    D: float = param(
+        0.25, units="1", description="diffusion coefficient (kT over friction)"
+    )
+    time_units: ClassVar[str] = "1"  # model time
+    state = State(x=Var(-1.0, units="1", description="position"))
 
     def rhs(self, t, s):
         return dict(x=self.a * (s.x - s.x**3))

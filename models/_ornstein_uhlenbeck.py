@@ -1,5 +1,7 @@
 """The Ornstein–Uhlenbeck process: the linear SDE with a Gaussian transition density."""
 
+from typing import ClassVar
+
 import jax.numpy as jnp
 
 from difsim._core import Model, State, Var, param
@@ -25,10 +27,13 @@ class OrnsteinUhlenbeck(Model):
     Methods* (4th ed., Springer 2009), §3.8.4. Defaults: the unit scale.
     """
 
-    theta: float = param(1.0, units="1/time", description="mean-reversion rate")
-    mu: float = param(0.0, description="long-run mean")
-    sigma: float = param(0.5, units="1/sqrt(time)", description="noise amplitude")
-    state = State(x=Var(1.0, description="position"))
+    theta: float = param(1.0, units="1", description="mean-reversion rate (per model time unit)")
+    mu: float = param(0.0, units="1", description="long-run mean")
+    sigma: float = param(
+        0.5, units="1", description="noise amplitude (per sqrt of model time)"
+    )
+    time_units: ClassVar[str] = "1"  # model time
+    state = State(x=Var(1.0, units="1", description="position"))
 
     def rhs(self, t, s):
         return dict(x=self.theta * (self.mu - s.x))

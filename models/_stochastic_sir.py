@@ -6,7 +6,7 @@ import jax.numpy as jnp
 
 from difsim._core import Model, Noise, State, Var, param
 
-_PERSON = "person"
+_PERSON = "count"
 
 
 class StochasticSIR(Model):

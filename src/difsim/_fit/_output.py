@@ -30,7 +30,7 @@ def fit_dataset(result: Any, points: int = 201) -> xr.Dataset:
     meta = json.loads(data.attrs)
     coord = data.coord
     times = np.asarray(data.times)
-    coord_attrs = {**_coord_units(problem, model), **meta["coord"]}
+    coord_attrs = {**_coord_units(problem, model), **meta.get("coord", {})}
     curve_coord = f"{coord}_curve"
     dense = _dense(problem, times, points)
     coords: dict[str, Any] = {
@@ -63,7 +63,7 @@ def fit_dataset(result: Any, points: int = 201) -> xr.Dataset:
         noise=problem.noise,
     )
     # The data's own description, kept beside ours (`source` is CF's "how it was made").
-    attrs.update({f"data_{k}": v for k, v in meta["global"].items()})
+    attrs.update({f"data_{k}": v for k, v in meta.get("global", {}).items()})
     return xr.Dataset(data_vars, coords=coords, attrs=attrs)
 
 
@@ -96,7 +96,7 @@ def _observed(result, meta, coord: str, curve_coord: str, dense: np.ndarray) -> 
         target = data.targets[j]
         attrs = dict(var_attrs(states[target])) if isinstance(target, str) else {"units": "1"}
         attrs.pop("wrap_period", None)
-        attrs.update(meta["variables"].get(name, {}))  # the data's own attributes first
+        attrs.update(meta.get("variables", {}).get(name, {}))  # the data's own attributes first
         what = attrs.get("long_name", name)
         out[name] = ((coord,), values[:, j], attrs)
         out[f"{name}_fit"] = ((coord,), fitted[:, j], {**attrs, "long_name": f"fitted {what}"})
