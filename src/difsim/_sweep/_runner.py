@@ -100,26 +100,17 @@ def run_chunks(
     results on the host (`{name: (length(i), *tail)}`, in the layout's dtypes) as each
     one finishes, in order."""
     run = _compiled(mesh, setup.engine)
-    rep, batch = NamedSharding(mesh, PartitionSpec()), dist.batch_sharding(mesh)
-    model_dyn, model_static = eqx.partition(model, eqx.is_array)
-    place = lambda x: None if x is None else dist.to_global(np.asarray(x), rep)  # noqa: E731
-    model_dyn = jax.tree.map(place, model_dyn)
-    times, dtype = setup.times, setup.dtype
-    # The checked times as arrays of the run's dtype on every device: `tree.map` swaps the
-    # leaves without running `SaveSpec.__init__` (no second check).
-    save = jax.tree.map(lambda v: place(np.asarray(v, dtype)), setup.save)
-    leaves, treedef = jax.tree.flatten(model_static)
-    static = _Static(
-        (treedef, tuple(leaves)), spec.keys, times.save, setup.solver, setup.plan, setup.engine
-    )
+    batch = dist.batch_sharding(mesh)
+    model_dyn, save, static = _placed(model, spec, setup, mesh)
+    dtype = setup.dtype
     dtypes = {name: dt for name, (_, _, dt, _) in setup.layout.variables.items()}
     size = chunking.size
 
     def launch(i):
         n, start = chunking.length(i), chunking.start(i)
         pts = spec.points(start, start + n, dtype)
-        # The last chunk is padded by repeating its last point: one compiled shape.
-        pts = {k: np.concatenate([v, np.repeat(v[-1:], size - n)]) for k, v in pts.items()}
+        if n < size:  # the last chunk is padded by repeating its last point: one shape
+            pts = {k: np.concatenate([v, np.repeat(v[-1:], size - n)]) for k, v in pts.items()}
         pts = {k: dist.to_global(v, batch) for k, v in pts.items()}
         return run(model_dyn, save, pts, static)
 
@@ -141,6 +132,29 @@ def run_chunks(
         pending = launched
     if pending is not None:
         fetch(*pending)
+
+
+def _placed(model: Model, spec: AbstractSweep, setup: SweepSetup, mesh: Mesh):
+    """`(model_dyn, save, static)`: the model's arrays and the save times replicated on
+    every device of `mesh`, and the compiled function's static argument. Placed once per
+    setup and mesh: a repeated sweep (same setup, so the same model values) reuses them."""
+    key = ("placed", mesh, spec.keys)
+    if key in setup.memo:
+        return setup.memo[key]
+    rep = NamedSharding(mesh, PartitionSpec())
+    model_dyn, model_static = eqx.partition(model, eqx.is_array)
+    place = lambda x: None if x is None else dist.to_global(np.asarray(x), rep)  # noqa: E731
+    model_dyn = jax.tree.map(place, model_dyn)
+    # The checked times as arrays of the run's dtype on every device: `tree.map` swaps the
+    # leaves without running `SaveSpec.__init__` (no second check).
+    save = jax.tree.map(lambda v: place(np.asarray(v, setup.dtype)), setup.save)
+    leaves, treedef = jax.tree.flatten(model_static)
+    static = _Static(
+        (treedef, tuple(leaves)), spec.keys, setup.times.save, setup.solver, setup.plan,
+        setup.engine,
+    )  # fmt: skip
+    setup.memo[key] = model_dyn, save, static
+    return model_dyn, save, static
 
 
 def progress_bar(total: int, initial: int, show: bool):

@@ -5,9 +5,13 @@ memory of one trajectory)."""
 import dataclasses
 import json
 import logging
+from collections.abc import Hashable
+from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+import xarray as xr
 
 from difsim import solvers
 from difsim._core import (
@@ -28,6 +32,7 @@ from difsim._sweep._layout import (
     settings_hash,
     sweep_attrs,
 )
+from difsim._sweep._memo import LRU, Unkeyable, freeze
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
 from difsim._sweep._spec import AbstractSweep
@@ -43,7 +48,13 @@ class SweepSetup:
     (checked and resolved), `dtype` (the run's floating
     dtype, from the model's state), `plan` (what is kept), `layout` (the Dataset's shape
     and attributes, `sweep_hash` included), `settings` (`{name: text}` of everything that
-    determines the results), `per_traj` (estimated bytes of one trajectory in a chunk).
+    determines the results), `per_traj` (estimated bytes of one trajectory in a chunk),
+    `engine` (`"ensemble"` or `"diffrax"`) and `fallback` (why `engine="auto"` did not take
+    the ensemble engine, or `None`).
+
+    A setup is reused by every repeat of the same sweep (see [`prepare`][]): treat it as
+    read-only. `memo` holds what its runs derive from it once (inputs placed on the
+    devices, the Dataset's template).
     """
 
     times: SweepTimes
@@ -55,15 +66,41 @@ class SweepSetup:
     settings: dict[str, str]
     per_traj: int
     engine: str = "diffrax"
+    fallback: str | None = None
+    memo: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def sweep_hash(self) -> str:
         """The hash of `settings`: identifies the sweep's result."""
         return self.layout.attrs["sweep_hash"]
 
+    def dataset(self, arrays: dict[str, np.ndarray]) -> xr.Dataset:
+        """The Dataset of flat `arrays` (`{name: (size, *tail)}`), as
+        `layout.to_dataset(arrays)` builds it, but from a template built once: `arrays`
+        become its variables without a copy, the attributes are the caller's own copy, and
+        so are the coordinates that are not indexes (indexes are immutable)."""
+        template = self.memo.get("dataset")
+        if template is None:
+            template = self.memo["dataset"] = self.layout.to_dataset(self.layout.empty())
+        shapes = {k: template.variables[k].shape for k in arrays}
+        out = template.copy(deep=False, data={k: v.reshape(shapes[k]) for k, v in arrays.items()})
+        for name in out.coords:
+            if name not in out.xindexes:
+                variable = out.variables[name]
+                variable.data = variable.values.copy()
+        return out
+
+
+# Setups of recent sweeps, keyed on everything `prepare` reads (values by content).
+_SETUPS: LRU[SweepSetup] = LRU(16)
+
 
 def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSetup:
     """Check `model`, `spec` and `options` against each other; nothing is compiled.
+
+    A repeat of a recent sweep — equal model (values included), points and settings —
+    gets the setup prepared the first time: the checks passed then, and every derived
+    value (layout, attributes, hash) would come out the same.
 
     **Raises:** `TypeError` for a `model` or `spec` of the wrong kind; `ValueError` naming
     the culprit for a key, time, solver or `keep` that does not fit.
@@ -75,6 +112,29 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
             "sweep expects a spec (ds.GridSweep, ds.ZipSweep or ds.RandomSweep), got "
             f"{type(spec).__name__}"
         )
+    setup = _SETUPS.get(_setup_key(model, spec, options), lambda: _prepare(model, spec, options))
+    if setup.fallback:
+        logger.info("sweep: the diffrax engine runs this sweep (%s)", setup.fallback)
+    return setup
+
+
+def _setup_key(model: Model, spec: AbstractSweep, options: SweepOptions) -> Hashable | None:
+    """What [`prepare`][] reads, as a content key; `None` (do not cache) if some input has
+    none. The precision switch is in it: it decides the run's dtype."""
+    given = [getattr(options, k) for k in ("t0", "t1", "save", "keep", "engine", *KEYS)]
+    try:
+        return (
+            freeze(model),
+            (type(spec), repr(spec), spec.dims, spec.shape, spec.fingerprint(np.float64)),
+            freeze((*given, dict(options.attrs))),
+            bool(jax.config.jax_enable_x64),
+        )
+    except Unkeyable:
+        return None
+
+
+def _prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSetup:
+    """[`prepare`][] itself, uncached."""
     spec.check(model)
     save = SaveSpec(t0=options.t0, t1=options.t1, save=options.save)  # every time check
     times = SweepTimes(
@@ -101,12 +161,14 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
     attrs["sweep_settings"] = json.dumps(described, sort_keys=True)
     layout = build_layout(model, spec, outputs, plan, times, dtype, attrs)
     per_traj = bytes_per_trajectory(model, outputs, times.n_saved, dtype)
-    return SweepSetup(times, save, solver, dtype, plan, layout, described, per_traj, engine)
+    return SweepSetup(
+        times, save, solver, dtype, plan, layout, described, per_traj, engine, fallback
+    )
 
 
 def choose_engine(requested: str, settings: SolverSettings) -> tuple[str, str | None]:
     """`(engine, why not the ensemble engine)` for `engine=requested`: `"auto"` takes the
-    ensemble engine whenever it supports the solve, and logs why when it does not.
+    ensemble engine whenever it supports the solve ([`prepare`][] logs why when not).
 
     **Raises:** `ValueError` for `"ensemble"` with a solve it does not support.
     """
@@ -117,7 +179,6 @@ def choose_engine(requested: str, settings: SolverSettings) -> tuple[str, str | 
         return "ensemble", None
     if requested == "ensemble":
         raise ValueError(f"engine='ensemble' cannot run this sweep: {reason}; use engine='auto'")
-    logger.info("sweep: the diffrax engine runs this sweep (%s)", reason)
     return "diffrax", reason
 
 

@@ -8,6 +8,7 @@ and assembles the Dataset.
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import sys
@@ -160,12 +161,13 @@ def run_sweep(
         )
     start = time.perf_counter()
     setup = prepare(model, spec, options)
-    mesh = dist.batch_mesh(options.devices)
+    mesh = _mesh(options.devices or tuple(jax.devices()))
     writer, output = dist.is_writer(), options.output
     chunking = plan_chunking(
         spec.size, setup.per_traj, options.chunk_size, options.memory_budget,
         options.devices, mesh.devices.size, output if writer else None,
         ensemble=setup.engine == "ensemble",
+        in_memory=output is None and not _shows_progress(options),
     )  # fmt: skip
     store = None if output is None or not writer else _chunk_store(output, setup, chunking)
     # Processes given different configs would run different programs in lockstep and hang
@@ -203,13 +205,19 @@ def _run_prepared(model, spec, options, setup, mesh, chunking, done, store, star
     todo, arrays = _compute(model, spec, setup, options, mesh, chunking, done, store)
     if output is None:
         counts = status_counts(arrays["status"])
-        dataset = setup.layout.to_dataset(arrays)
+        dataset = setup.dataset(arrays)
         dataset.attrs.update(count_attrs(counts))
         return dataset, report(len(done), todo, counts)
     if store is None:  # not the writer
         return None, report(len(done), todo, {})
     counts = _assemble(output, setup, store)
     return _open(output), report(len(done), todo, counts)
+
+
+@functools.lru_cache(maxsize=8)
+def _mesh(devices: tuple[jax.Device, ...]) -> Mesh:
+    """The batch mesh over `devices` (checked by `batch_mesh`), built once per device set."""
+    return dist.batch_mesh(devices)
 
 
 def _chunk_store(output: Path, setup: SweepSetup, chunking: Chunking) -> ChunkStore:
@@ -235,9 +243,9 @@ def _compute(
     output). `options.on_chunk` is called after each chunk is stored."""
     todo = tuple(i for i in range(chunking.n_chunks) if i not in done)
     arrays = setup.layout.empty() if options.output is None else None
-    progress = sys.stderr.isatty() if options.progress is None else options.progress
+    progress = _shows_progress(options)
     initial = sum(chunking.length(i) for i in done)
-    with progress_bar(spec.size, initial, progress and dist.is_writer()) as bar:
+    with progress_bar(spec.size, initial, progress) as bar:
 
         def finished(i: int, host: dict[str, np.ndarray]) -> None:
             if store is not None:
@@ -252,6 +260,12 @@ def _compute(
 
         run_chunks(model, spec, setup, mesh, chunking, todo, finished)
     return todo, arrays
+
+
+def _shows_progress(options: SweepOptions) -> bool:
+    """Whether this process draws a progress bar."""
+    shown = sys.stderr.isatty() if options.progress is None else options.progress
+    return bool(shown) and dist.is_writer()
 
 
 def _assemble(output: Path, setup: SweepSetup, store: ChunkStore) -> dict[int, int]:
