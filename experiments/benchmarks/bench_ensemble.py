@@ -49,7 +49,13 @@ from _common import (  # noqa: E402
     versions,
     write_reports,
 )
-from _ensemble_analysis import grad_fns, hlo_census, step_flops, vector_peak  # noqa: E402
+from _ensemble_analysis import (  # noqa: E402
+    grad_agreement,
+    grad_cases,
+    hlo_census,
+    step_flops,
+    vector_peak,
+)
 from _ensemble_problems import (  # noqa: E402
     L96,
     LORENZ,
@@ -142,17 +148,23 @@ def bench_blocks(n: int, blocks: list[int], rounds: int) -> dict:
     return dict(n=n, rows=rows)
 
 
-def bench_grad(n: int, rounds: int) -> dict:
-    """Forward and gradients of `sum(final states²)`, engine and diffrax, interleaved."""
-    fns, check = grad_fns(n)
-    sigma, beta, rhos = jnp.float32(10.0), jnp.float32(8.0 / 3.0), jnp.asarray(LORENZ.values(n))
-    first = {k: time_call(fn, sigma, beta, rhos)[0] for k, fn in fns.items()}
-    wall, cpu = interleaved(fns, (sigma, beta, rhos), rounds)
-    return dict(
-        n=n, first_call_s=first, wall={k: Stats(v).as_dict() for k, v in wall.items()},
-        cpu={k: Stats(v).as_dict() for k, v in cpu.items()},
-        agreement=check(sigma, beta, rhos),
-    )  # fmt: skip
+def bench_grad(n: int, n_l96: int, rounds: int) -> list[dict]:
+    """Each gradient case: the engine's forward loss, its gradient with each adjoint and
+    diffrax's, interleaved; and how the gradients agree."""
+    out = []
+    for case in grad_cases(n, n_l96):
+        print(f"    {case['name']} ...", flush=True)
+        fns, args = case["fns"], case["args"]
+        load = load_average()
+        first = {k: time_call(fn, *args)[0] for k, fn in fns.items()}
+        wall, cpu = interleaved(fns, args, rounds)
+        out.append(dict(
+            name=case["name"], scalars=case["scalars"], n=case["n"], first_call_s=first,
+            wall={k: Stats(v).as_dict() for k, v in wall.items()},
+            cpu={k: Stats(v).as_dict() for k, v in cpu.items()},
+            agreement=grad_agreement(case), load_before=load, load_after=load_average(),
+        ))  # fmt: skip
+    return out
 
 
 def bench_flops(n: int, rounds: int, peak: dict) -> dict:
@@ -188,7 +200,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-call-s", type=float, default=60.0, help="skip slower contenders")
     p.add_argument("--blocks", type=parse_sizes, help="block sizes (default 64 … N)")
     p.add_argument("--block-n", type=int, default=10_000, help="N of the block sweep")
-    p.add_argument("--grad-n", type=int, default=10_000, help="N of the gradient benchmark")
+    p.add_argument("--grad-n", type=int, default=10_000, help="N of the Lorenz gradients")
+    p.add_argument("--grad-l96-n", type=int, default=1_000, help="N of the Lorenz-96 gradient")
     p.add_argument("--fma-units", type=int, default=2, help="FMA pipes per core (peak)")
     p.add_argument("--vector-bits", type=int, help="vector width of the peak (default 256)")
     p.add_argument("--skip", nargs="+", default=[], choices=SECTIONS)
@@ -220,7 +233,7 @@ def main(argv=None) -> dict:
         report["lorenz96"] = bench_problem(L96, l96_sizes, "abd", args)
     if "grad" not in args.skip:
         print(f"  gradients at N = {args.grad_n:,} ...", flush=True)
-        report["grad"] = bench_grad(args.grad_n, args.rounds)
+        report["grad"] = bench_grad(args.grad_n, args.grad_l96_n, args.rounds)
     if "flops" not in args.skip:
         report["flops"] = bench_flops(max(sizes), args.rounds, peak)
     if "hlo" not in args.skip:

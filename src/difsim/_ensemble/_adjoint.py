@@ -10,8 +10,8 @@ Whatever the strategy, `jax.jvp`, `jax.jacfwd`, `jax.grad`, `jax.vjp`, `jax.jacr
   with the number of differentiated scalars `P`: about `1 + 0.9 P` solves.
 - [`CheckpointAdjoint`][] (`"checkpoint"`): reverse mode. A cotangent is pulled back
   through step loops that keep `checkpoints` copies of a block's state and recompute the
-  steps in between, one block of lanes at a time: time about 4–5 solves whatever `P`,
-  memory one block's checkpoints plus the inputs. (A tangent, for `jax.jvp`, is pushed
+  steps in between: time about 4–8 solves whatever `P`, memory bounded (`checkpoints`
+  copies of each block's state, one block at a time for large ensembles). (A tangent, for `jax.jvp`, is pushed
   forward in one forward-mode pass.)
 - [`AutoAdjoint`][] (`"auto"`, the default): forward when `P <= max_forward`, else reverse.
 
@@ -67,13 +67,14 @@ class ForwardAdjoint(AbstractEnsembleAdjoint):
 
 class CheckpointAdjoint(AbstractEnsembleAdjoint):
     """Reverse mode with checkpointing: bounded memory (`checkpoints` copies of a block's
-    state, default about `sqrt(2 max_steps)`; blocks one at a time when all of them
-    would need more than 256 MiB), cost independent of the number of differentiated
-    scalars. For models with many parameters.
+    state, default about `sqrt(2 max_steps)`: 181 for 16,384; blocks one at a time when
+    all of them would need more than 256 MiB), cost independent of the number of
+    differentiated scalars. For models with many parameters.
 
-    The backward pass recomputes steps from the checkpoints, in another compiled program:
-    rounding may differ in the last bits, so the gradient agrees with forward mode (and
-    diffrax) to about the solver's tolerance, not bitwise."""
+    A solve of more steps than checkpoints recomputes steps on the backward pass, in
+    another compiled program: rounding may then differ, so may a step's accept or size,
+    and the gradient is that of a neighbouring sequence of steps, right to about the
+    solver's accuracy (see `default_checkpoints` in `_solve.py`)."""
 
     name: ClassVar[str] = "checkpoint"
     checkpoints: int | None = eqx.field(static=True, default=None)
@@ -85,9 +86,10 @@ class CheckpointAdjoint(AbstractEnsembleAdjoint):
         return True
 
 
-# A reverse-mode gradient costs about as much as this many forward-mode tangents
-# (bench_ensemble.py, gradients: Lorenz with 2 … 64 differentiated scalars).
-DEFAULT_MAX_FORWARD = 4
+# A reverse-mode gradient costs about as much as forward mode with this many tangents
+# (bench_ensemble.py, gradients: Lorenz with 1, 2 and 6 differentiated scalars, forward
+# 1.9x, 2.6x and 8.1x its forward solve; reverse 6–8x whatever the number).
+DEFAULT_MAX_FORWARD = 6
 
 
 class AutoAdjoint(AbstractEnsembleAdjoint):
@@ -130,29 +132,33 @@ def make_adjoint(adjoint: "str | AbstractEnsembleAdjoint") -> AbstractEnsembleAd
 
 def _batch_linear_call(axis_data, args, dims, *, callee, transpose_thunk, **params):
     """vmap of JAX's `linear_call` primitive, which has no batching rule of its own (jax
-    0.10): the batched call is another `linear_call`, of the map and its transpose each
-    vmapped over every argument (unbatched ones broadcast). Needed for `jax.jacfwd` and
-    `jax.vmap(jax.grad(...))` through the reverse-mode path."""
+    0.10): the batched call is another `linear_call`, of the map and of its transpose each
+    vmapped. Residuals keep their batching (a residual that is not batched, such as the
+    checkpoints of a solve, is not copied per batch element); linear inputs and outputs
+    are all batched. Needed for `jax.jacfwd` and `jax.vmap(jax.grad(...))` through the
+    reverse-mode path."""
     if all(d is None for d in dims):
         out = _linear_call_p.bind(*args, callee=callee, transpose_thunk=transpose_thunk, **params)
         return out, [None] * len(out)
     size = axis_data.size
-    args = [
+    n_fixed = params["num_callee_consts"] + params["num_res"]
+    fixed, fixed_axes = args[:n_fixed], list(dims[:n_fixed])
+    lin = [
         jnp.broadcast_to(a, (size, *jnp.shape(a))) if d is None else jnp.moveaxis(a, d, 0)
-        for a, d in zip(args, dims)
+        for a, d in zip(args[n_fixed:], dims[n_fixed:])
     ]
-    n_consts, n_res = params["num_callee_consts"], params["num_res"]
-    consts, res, lin = args[:n_consts], args[n_consts : n_consts + n_res], args[n_consts + n_res :]
+    n_consts = params["num_callee_consts"]
 
-    def forward(r, x):
-        return jax.vmap(lambda c, r, x: _jax_core.jaxpr_as_fun(callee)(*c, *r, *x))(*r, x)
+    def forward(fixed, x):
+        run = lambda fixed, x: _jax_core.jaxpr_as_fun(callee)(*fixed, *x)  # noqa: E731
+        return jax.vmap(run, in_axes=(fixed_axes, 0))(fixed, x)
 
-    def transpose(r, ct):
+    def transpose(fixed, ct):
         jaxpr, t_consts = transpose_thunk()
-        run = lambda r, ct: _jax_core.jaxpr_as_fun(jaxpr)(*t_consts, *r, *ct)  # noqa: E731
-        return jax.vmap(run)(r[1], list(ct))
+        run = lambda res, ct: _jax_core.jaxpr_as_fun(jaxpr)(*t_consts, *res, *ct)  # noqa: E731
+        return jax.vmap(run, in_axes=(fixed_axes[n_consts:], 0))(fixed[n_consts:], list(ct))
 
-    out = linear_call(forward, transpose, (consts, res), lin)
+    out = linear_call(forward, transpose, list(fixed), lin)
     return out, [0] * len(out)
 
 

@@ -144,6 +144,7 @@ def run_ensemble(
     cfg = Config(
         static, state.info, tuple(np.shape(v) for v in values), jnp.dtype(dtype), plan,
         block_size or default_block(n), dt0, adjoint or make_adjoint("auto"),
+        block_size or default_block(n, reverse=True),
     )  # fmt: skip
     ts = times.save_times()
     t0, t1 = jnp.asarray(times.t0, dtype), jnp.asarray(times.t1, dtype)

@@ -42,23 +42,44 @@ class Config:
     block: int
     dt0: float | None
     adjoint: AbstractEnsembleAdjoint = AutoAdjoint()
+    reverse_block: int | None = None  # lanes per block of the reverse-mode path
 
     def reverse(self) -> "Config":
         """The same solve with checkpointed, reverse-mode differentiable step loops."""
+        checkpoints = self.adjoint.reverse_checkpoints or default_checkpoints(self.plan.max_steps)
         plan = Plan(
             self.plan.method, self.plan.controller, self.plan.max_steps,
-            self.plan.final_only, reverse=True, checkpoints=self.adjoint.reverse_checkpoints,
+            self.plan.final_only, reverse=True, checkpoints=min(checkpoints, self.plan.max_steps),
         )  # fmt: skip
-        return dataclasses.replace(self, plan=plan)
+        return dataclasses.replace(self, plan=plan, block=self.reverse_block or self.block)
 
 
-def default_block(n: int) -> int:
+def default_block(n: int, reverse: bool = False) -> int:
     """Lanes per block: on a CPU 256, so that a block's working set stays in a core's L1
-    cache (fastest of 64 ... N in `experiments/benchmarks/bench_ensemble.py --blocks`);
-    on an accelerator, everything at once."""
+    cache (fastest of 64 ... N in `experiments/benchmarks/bench_ensemble.py --blocks`),
+    and 1024 for the reverse-mode path, whose backward steps are many small kernels (the
+    fixed cost of each is then spread over more lanes: 256 took 1.4x as long); on an
+    accelerator, everything at once."""
     if jax.default_backend() == "cpu":
-        return min(n, 256)
+        return min(n, 1024 if reverse else 256)
     return n
+
+
+def default_checkpoints(max_steps: int) -> int:
+    """Checkpoints of a block's state on the reverse-mode path: equinox's default (as
+    diffrax's `RecursiveCheckpointAdjoint`), about `sqrt(2 max_steps)`, 181 for 16,384.
+
+    Up to that many steps nothing is recomputed, and the gradient is exactly that of the
+    solve's own steps. Beyond, the backward pass recomputes steps from the checkpoints in
+    another compiled program, whose rounding may differ in the last bits; the error
+    estimate of a step amplifies that (it is a difference of nearly equal stages), an
+    accept or a step size can then differ, and the gradient becomes that of a neighbouring
+    sequence of steps: right to about the solver's accuracy, not to rounding (1e-9 in
+    float64 at rtol 1e-10 on Lorenz, but 1e-2 in float32 at rtol 1e-6, measured). Fewer
+    checkpoints are also not much faster: 32 took 0.45x the time of 181."""
+    if max_steps <= 1:
+        return 1
+    return math.floor(-1.5 + math.sqrt(2 * max_steps + 0.25)) + 1
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
@@ -101,17 +122,7 @@ def _checkpoint_bytes(cfg: Config, lanes: int) -> int:
     derivative, its two times and five counters."""
     size = sum(math.prod(s) for s in cfg.shapes)
     per_lane = (2 * size + 2) * cfg.dtype.itemsize + 5 * 4
-    checkpoints = cfg.plan.checkpoints or default_checkpoints(cfg.plan.max_steps)
-    return checkpoints * lanes * per_lane
-
-
-def default_checkpoints(max_steps: int) -> int:
-    """equinox's default number of checkpoints for a loop of at most `max_steps` steps
-    (`checkpointed_while_loop`): enough that online treeverse recomputes each step at most
-    about once when the loop runs its full length."""
-    if max_steps <= 1:
-        return 1
-    return math.floor(-1.5 + math.sqrt(2 * max_steps + 0.25)) + 1
+    return cfg.plan.checkpoints * lanes * per_lane
 
 
 def _is_zero(t) -> bool:
@@ -173,20 +184,23 @@ def _forward_jvp(cfg: Config, f, args, t_args, n: int):
 
 
 def _reverse_jvp(cfg: Config, f, args, t_args):
-    """The primal, and the tangent map as a `linear_call`: evaluated (`jax.jvp`), one
-    forward-mode pass; transposed (`jax.grad`), one reverse-mode pass through the
-    checkpointed step loops, whatever the number of differentiated scalars."""
-    out = f(cfg, *args)
-    backward = cfg.reverse()
+    """The primal from a forward pass through the checkpointed step loops, which keeps
+    what the backward pass needs, and the tangent map as a `linear_call`: transposed
+    (`jax.grad`), it pulls the cotangent back through those loops, whatever the number of
+    differentiated scalars; evaluated (`jax.jvp`), it pushes the tangent forward in one
+    forward-mode pass."""
+    out_ys, pullback, stats = jax.vjp(lambda *a: f(cfg.reverse(), *a), *args, has_aux=True)
 
-    def push(primals, tangents):
+    def push(residuals, tangents):
+        primals, _ = residuals
         return jax.jvp(lambda *a: f(cfg, *a)[0], primals, tangents)[1]
 
-    def pull(primals, cotangent):
-        _, vjp = jax.vjp(lambda *a: f(backward, *a)[0], *primals)
-        return vjp(cotangent)
+    def pull(residuals, cotangent):
+        _, pullback = residuals
+        return pullback(cotangent)
 
-    t_ys = linear_call(push, pull, args, t_args)
+    t_ys = linear_call(push, pull, (args, pullback), t_args)
+    out = (out_ys, stats)
     return out, (t_ys, _zero_tangents(out)[1])
 
 
