@@ -32,7 +32,6 @@ from difsim._ensemble import Tsit5, simulate_ensemble
 from difsim._ensemble._control import Controller, next_interval, scaled_error
 from difsim._ensemble._field import BatchField, BlockRHS
 
-
 # ------------------------------------------------------------------ gradients
 ADJOINTS = ("forward", "checkpoint", "auto")
 
@@ -44,8 +43,10 @@ def _lorenz_args(t, y, args):
 
 
 def _engine_loss(model, key, values, adjoint="auto"):
-    ys = simulate_ensemble(model, {key: values}, t0=T0, t1=T1, save="final", solver="tsit5",
-                           rtol=RTOL, atol=ATOL, max_steps=MAX_STEPS, adjoint=adjoint).ys  # fmt: skip
+    ys = simulate_ensemble(
+        model, {key: values}, t0=T0, t1=T1, save="final", solver="tsit5", rtol=RTOL,
+        atol=ATOL, max_steps=MAX_STEPS, adjoint=adjoint,
+    ).ys  # fmt: skip
     return sum(jnp.sum(v**2) for v in ys.values())
 
 

@@ -36,7 +36,6 @@ import jax
 
 jax.config.update("jax_enable_x64", False)  # the benchmark is specified in float32
 
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import (  # noqa: E402
     Stats,

@@ -11,8 +11,8 @@ Whatever the strategy, `jax.jvp`, `jax.jacfwd`, `jax.grad`, `jax.vjp`, `jax.jacr
 - [`CheckpointAdjoint`][] (`"checkpoint"`): reverse mode. A cotangent is pulled back
   through step loops that keep `checkpoints` copies of a block's state and recompute the
   steps in between: time about 4–8 solves whatever `P`, memory bounded (`checkpoints`
-  copies of each block's state, one block at a time for large ensembles). (A tangent, for `jax.jvp`, is pushed
-  forward in one forward-mode pass.)
+  copies of each block's state, one block at a time for large ensembles). (A tangent,
+  for `jax.jvp`, is pushed forward in one forward-mode pass.)
 - [`AutoAdjoint`][] (`"auto"`, the default): forward when `P <= max_forward`, else reverse.
 
 The choice is made where JAX differentiates the solve (its `custom_jvp` rule), which
