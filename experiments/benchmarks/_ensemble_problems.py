@@ -73,6 +73,11 @@ class Problem:
     def values(self, n: int) -> np.ndarray:
         return np.asarray(jnp.linspace(self.lo, self.hi, n, dtype=jnp.float32))
 
+    @property
+    def size(self) -> int:
+        """Entries of one trajectory's state."""
+        return len(self.y0)
+
 
 LORENZ = Problem("lorenz", ds.models.Lorenz(), "rho", 0.0, 21.0, (1.0, 0.0, 0.0),
                  _lorenz_jax, _lorenz_numpy)  # fmt: skip

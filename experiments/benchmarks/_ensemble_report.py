@@ -70,19 +70,19 @@ def _problem(title: str, rows: list[dict], rounds: int, markdown: bool) -> str:
     )
 
 
-def _blocks(b: dict, markdown: bool) -> str:
-    head = ["block size", "CPU median", "wall median (min)", "lanes per CPU-s",
+def _blocks(blocks: list[dict], markdown: bool) -> str:
+    head = ["problem, N", "block size", "CPU median", "wall median (min)", "lanes per CPU-s",
             "useful lane-steps"]  # fmt: skip
     rows = [
-        [f"{r['block']:,}", seconds(r["cpu"]["median"]),
+        [f"{b['problem']}, {b['n']:,}", str(r["block"]), seconds(r["cpu"]["median"]),
          f"{seconds(r['wall']['median'])} ({seconds(r['wall']['min'])})",
          f"{b['n'] / r['cpu']['median']:,.0f}", f"{100 * r['useful']:.1f} %"]
-        for r in b["rows"]
+        for b in blocks for r in b["rows"]
     ]  # fmt: skip
     return (
-        f"Engine block size, Lorenz N = {b['n']:,} (useful lane-steps: steps the lanes "
-        "needed over steps their blocks ran, a block running until its slowest lane is "
-        "done):\n\n" + format_table(head, rows, markdown)
+        "Engine block size (useful lane-steps: steps the lanes needed over steps their "
+        "blocks ran, a block running until its slowest lane is done):\n\n"
+        + format_table(head, rows, markdown)
     )
 
 

@@ -72,6 +72,8 @@ from _ensemble_problems import (  # noqa: E402
 )
 from _ensemble_report import render, render_header, summary  # noqa: E402
 
+from difsim._ensemble._solve import default_block  # noqa: E402
+
 SECTIONS = ("lorenz", "blocks", "lorenz96", "grad", "flops", "hlo")
 
 
@@ -128,23 +130,27 @@ def bench_problem(problem: Problem, sizes: list[int], which: str, args) -> list[
     return rows
 
 
-def bench_blocks(n: int, blocks: list[int], rounds: int) -> dict:
-    """The engine at one `N` with each block size: CPU time, and the share of executed
-    lane-steps that were useful (a block runs until its slowest lane is done)."""
-    values = LORENZ.values(n)
-    fns = {b: engine_fn(LORENZ, block_size=b) for b in blocks}
+def bench_blocks(problem: Problem, n: int, blocks: list[int], rounds: int) -> dict:
+    """The engine at one `N` with each block size (and its default): CPU time, and the
+    share of executed lane-steps that were useful (a block runs until its slowest lane is
+    done)."""
+    values = problem.values(n)
+    fns = {b: engine_fn(problem, block_size=b) for b in blocks}
+    fns["default"] = engine_fn(problem)
     for fn in fns.values():
         time_call(fn, values)
     wall, cpu = interleaved(fns, (values,), rounds)
     steps = np.asarray(fns[blocks[0]].solution(values).num_steps)
     rows = []
-    for b in blocks:
-        pad = -n % b
-        per = np.r_[steps, np.repeat(steps[-1:], pad)].reshape(-1, b)
-        executed = int(per.max(axis=1).sum()) * b
-        rows.append(dict(block=b, wall=Stats(wall[b]).as_dict(), cpu=Stats(cpu[b]).as_dict(),
+    for b in fns:
+        size = default_block(n, problem.size) if b == "default" else b
+        pad = -n % size
+        per = np.r_[steps, np.repeat(steps[-1:], pad)].reshape(-1, size)
+        executed = int(per.max(axis=1).sum()) * size
+        rows.append(dict(block=b if b != "default" else f"default ({size})",
+                         wall=Stats(wall[b]).as_dict(), cpu=Stats(cpu[b]).as_dict(),
                          useful=float(steps.sum() / executed)))  # fmt: skip
-    return dict(n=n, rows=rows)
+    return dict(problem=problem.name, n=n, rows=rows)
 
 
 def bench_grad(n: int, n_l96: int, rounds: int) -> list[dict]:
@@ -227,7 +233,10 @@ def main(argv=None) -> dict:
         report["lorenz"] = bench_problem(LORENZ, sizes, "abcde", args)
     if "blocks" not in args.skip:
         print(f"  block sizes at N = {args.block_n:,} ...", flush=True)
-        report["blocks"] = bench_blocks(args.block_n, blocks, args.rounds)
+        report["blocks"] = [
+            bench_blocks(LORENZ, args.block_n, blocks, args.rounds),
+            bench_blocks(L96, min(l96_sizes), [8, 16, 32, 64, 128, 256], args.rounds),
+        ]
     if "lorenz96" not in args.skip:
         report["lorenz96"] = bench_problem(L96, l96_sizes, "abd", args)
     if "grad" not in args.skip:

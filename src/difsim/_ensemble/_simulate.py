@@ -53,7 +53,9 @@ def simulate_ensemble(
     **Arguments:** as [`simulate`][], plus
     - `points`: `{key: values}`, each of shape `(lanes, *value_shape)` with the same
       number of lanes.
-    - `block_size`: lanes integrated together (default: 256 on a CPU, all on a GPU).
+    - `block_size`: lanes integrated together (default on a CPU: 256 for a few scalar
+      state variables, fewer for larger states, about 2,048 state entries per block;
+      every lane on a GPU).
     - `adjoint`: how derivatives pass through the solve: `"auto"` (default: forward mode
       for at most 4 differentiated scalars, reverse mode above), `"forward"` (one batched
       forward pass carrying a tangent per differentiated scalar: cheapest for a few
@@ -138,13 +140,14 @@ def run_ensemble(
     if not jnp.issubdtype(dtype, jnp.inexact):
         dtype = jnp.result_type(float)
     plan = Plan(method, controller_for(settings, method), settings.max_steps, times.final_only)
+    size = sum(int(np.size(v)) for v in values)
     dyn, static = eqx.partition(model, eqx.is_array)
     n = next(iter(points.values())).shape[0]
     dt0 = None if settings.dt0 is None else float(settings.dt0)
     cfg = Config(
         static, state.info, tuple(np.shape(v) for v in values), jnp.dtype(dtype), plan,
-        block_size or default_block(n), dt0, adjoint or make_adjoint("auto"),
-        block_size or default_block(n, reverse=True),
+        block_size or default_block(n, size), dt0, adjoint or make_adjoint("auto"),
+        block_size or default_block(n, size, reverse=True),
     )  # fmt: skip
     ts = times.save_times()
     t0, t1 = jnp.asarray(times.t0, dtype), jnp.asarray(times.t1, dtype)

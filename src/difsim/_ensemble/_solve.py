@@ -54,15 +54,22 @@ class Config:
         return dataclasses.replace(self, plan=plan, block=self.reverse_block or self.block)
 
 
-def default_block(n: int, reverse: bool = False) -> int:
-    """Lanes per block: on a CPU 256, so that a block's working set stays in a core's L1
-    cache (fastest of 64 ... N in `experiments/benchmarks/bench_ensemble.py --blocks`),
-    and 1024 for the reverse-mode path, whose backward steps are many small kernels (the
-    fixed cost of each is then spread over more lanes: 256 took 1.4x as long); on an
-    accelerator, everything at once."""
-    if jax.default_backend() == "cpu":
-        return min(n, 1024 if reverse else 256)
-    return n
+def default_block(n: int, size: int = 1, reverse: bool = False) -> int:
+    """Lanes per block for `n` lanes of a state of `size` entries each.
+
+    On a CPU, a block's working set (state, stages, error estimate: some 20 arrays of
+    `lanes × size` entries) should stay in a core's L1/L2 cache while each of the step's
+    ~20 kernels is still long enough to amortise its fixed cost: about 2,048 entries per
+    array, a power of two between 8 and 256 lanes (`bench_ensemble.py --blocks`: Lorenz,
+    3 entries, fastest at 256; Lorenz-96, 40 entries, at 16–64, where 256 took 2.8x as
+    long). The reverse-mode path, whose backward steps are many more small kernels, takes
+    4x that (256 lanes of Lorenz took 1.4x as long as 1,024). On an accelerator, every
+    lane at once."""
+    if jax.default_backend() != "cpu":
+        return n
+    entries = 8192 if reverse else 2048
+    lanes = 2 ** int(math.floor(math.log2(max(1, entries // max(1, size)))))
+    return min(n, max(8, min(lanes, 1024 if reverse else 256)))
 
 
 def default_checkpoints(max_steps: int) -> int:
