@@ -113,6 +113,28 @@ def engine_fn(problem: Problem, block_size: int | None = None) -> Callable:
     return run
 
 
+def engine_arg_fn(problem: Problem) -> Callable:
+    """(a2) the engine called directly with the model as an argument of the jitted
+    function (what a sweep compiles, once for all model values), where (a) closes over it
+    and lets XLA fold its fixed values into the program."""
+    solve = jax.jit(
+        lambda m, v: (
+            simulate_ensemble(
+                m,
+                {problem.key: v},
+                t0=T0,
+                t1=T1,
+                save="final",
+                solver="tsit5",
+                rtol=RTOL,
+                atol=ATOL,
+                max_steps=MAX_STEPS,
+            ).ys
+        )  # fmt: skip
+    )
+    return lambda v: _stack(solve(problem.model, v))
+
+
 def sweep_engine_available() -> bool:
     return "engine" in inspect.signature(ds.sweep).parameters
 

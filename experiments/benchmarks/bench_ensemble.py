@@ -61,6 +61,7 @@ from _ensemble_problems import (  # noqa: E402
     RTOL,
     Problem,
     chunked_fn,
+    engine_arg_fn,
     engine_fn,
     errors,
     reference,
@@ -81,6 +82,7 @@ def contenders(problem: Problem, chunk: int, which: str) -> dict:
     """Name → callable (or `None`: not available yet) for the letters in `which`."""
     table = {
         "a engine": lambda: engine_fn(problem),
+        "a2 engine, model as argument": lambda: engine_arg_fn(problem),
         "b sweep auto": lambda: sweep_fn(problem, "auto"),
         "c sweep diffrax": lambda: sweep_fn(problem, "diffrax"),
         "d diffrax vmap": lambda: vmap_fn(problem),

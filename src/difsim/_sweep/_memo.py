@@ -47,12 +47,6 @@ def freeze(value: Any) -> Hashable:
             raise Unkeyable("an object array")
         digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).digest()
         return ("array", array.dtype.str, array.shape, digest)
-    if isinstance(value, Mapping):
-        return ("mapping", tuple((freeze(k), freeze(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return (type(value).__name__, tuple(freeze(v) for v in value))
-    if isinstance(value, PurePath):
-        return ("path", str(value))
     if isinstance(value, eqx.Module):
         leaves, treedef = jax.tree.flatten(value)
         try:
@@ -60,6 +54,12 @@ def freeze(value: Any) -> Hashable:
         except TypeError as e:
             raise Unkeyable(f"a {type(value).__name__} with an unhashable field") from e
         return ("module", treedef, tuple(freeze(leaf) for leaf in leaves))
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(freeze(v) for v in value))
+    if isinstance(value, Mapping):
+        return ("mapping", tuple((freeze(k), freeze(v)) for k, v in value.items()))
+    if isinstance(value, PurePath):
+        return ("path", str(value))
     raise Unkeyable(f"no content key for a {type(value).__name__}")
 
 

@@ -40,6 +40,12 @@ class _Static:
     solver: SolverChoice
     keep: KeepPlan
     engine: str
+    _hash: int | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            return hash((self.model, self.keys, self.save, self.solver, self.keep, self.engine))
+        return self._hash
 
 
 def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
@@ -100,8 +106,7 @@ def run_chunks(
     results on the host (`{name: (length(i), *tail)}`, in the layout's dtypes) as each
     one finishes, in order."""
     run = _compiled(mesh, setup.engine)
-    batch = dist.batch_sharding(mesh)
-    model_dyn, save, static = _placed(model, spec, setup, mesh)
+    model_dyn, save, static, batch = _placed(model, spec, setup, mesh)
     dtype = setup.dtype
     dtypes = {name: dt for name, (_, _, dt, _) in setup.layout.variables.items()}
     size = chunking.size
@@ -135,9 +140,10 @@ def run_chunks(
 
 
 def _placed(model: Model, spec: AbstractSweep, setup: SweepSetup, mesh: Mesh):
-    """`(model_dyn, save, static)`: the model's arrays and the save times replicated on
-    every device of `mesh`, and the compiled function's static argument. Placed once per
-    setup and mesh: a repeated sweep (same setup, so the same model values) reuses them."""
+    """`(model_dyn, save, static, batch)`: the model's arrays and the save times
+    replicated on every device of `mesh`, the compiled function's static argument and the
+    points' sharding. Made once per setup and mesh: a repeated sweep (same setup, so the
+    same model values) reuses them."""
     key = ("placed", mesh, spec.keys)
     if key in setup.memo:
         return setup.memo[key]
@@ -153,8 +159,10 @@ def _placed(model: Model, spec: AbstractSweep, setup: SweepSetup, mesh: Mesh):
         (treedef, tuple(leaves)), spec.keys, setup.times.save, setup.solver, setup.plan,
         setup.engine,
     )  # fmt: skip
-    setup.memo[key] = model_dyn, save, static
-    return model_dyn, save, static
+    # jit hashes its static argument on every call: hash the fields once.
+    object.__setattr__(static, "_hash", hash(static))
+    setup.memo[key] = model_dyn, save, static, dist.batch_sharding(mesh)
+    return setup.memo[key]
 
 
 def progress_bar(total: int, initial: int, show: bool):
