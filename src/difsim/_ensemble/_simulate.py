@@ -57,7 +57,7 @@ def simulate_ensemble(
       state variables, fewer for larger states, about 2,048 state entries per block;
       every lane on a GPU).
     - `adjoint`: how derivatives pass through the solve: `"auto"` (default: forward mode
-      for at most 4 differentiated scalars, reverse mode above), `"forward"` (one batched
+      for at most 6 differentiated scalars, reverse mode above), `"forward"` (one batched
       forward pass carrying a tangent per differentiated scalar: cheapest for a few
       parameters or per-lane values), `"checkpoint"` (reverse mode with checkpointed step
       loops, bounded memory, cost independent of the number of parameters: for many
@@ -82,7 +82,9 @@ def simulate_ensemble(
     )
     if (reason := unsupported(settings)) is not None:
         raise ValueError(f"simulate_ensemble: {reason}; use jax.vmap(ds.simulate) instead")
-    if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
+    if block_size is not None and (
+        isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1
+    ):
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
     adjoint = make_adjoint(adjoint)
     return run_ensemble(model, check_points(model, points), times, settings, block_size, adjoint)

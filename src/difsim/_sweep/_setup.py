@@ -81,7 +81,12 @@ class SweepSetup:
         so are the coordinates that are not indexes (indexes are immutable)."""
         template = self.memo.get("dataset")
         if template is None:
-            template = self.memo["dataset"] = self.layout.to_dataset(self.layout.empty())
+            # Variables of zero-stride views: the template holds no data of its own.
+            empty = {
+                name: np.broadcast_to(np.zeros((), dtype), (self.layout.size, *tail))
+                for name, (_, tail, dtype, _) in self.layout.variables.items()
+            }
+            template = self.memo["dataset"] = self.layout.to_dataset(empty)
         shapes = {k: template.variables[k].shape for k in arrays}
         out = template.copy(deep=False, data={k: v.reshape(shapes[k]) for k, v in arrays.items()})
         for name in out.coords:
@@ -91,8 +96,12 @@ class SweepSetup:
         return out
 
 
-# Setups of recent sweeps, keyed on everything `prepare` reads (values by content).
-_SETUPS: LRU[SweepSetup] = LRU(16)
+# Setups of recent sweeps, keyed on everything `prepare` reads (values by content). Only
+# sweeps of up to CACHED_POINTS points are kept: for those the preparation is a visible
+# share of the run (a few % at 1e4–1e5 Lorenz points), beyond it is not, and the cache
+# would hold their coordinates.
+_SETUPS: LRU[SweepSetup] = LRU(8)
+CACHED_POINTS = 2**17
 
 
 def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSetup:
@@ -112,7 +121,8 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
             "sweep expects a spec (ds.GridSweep, ds.ZipSweep or ds.RandomSweep), got "
             f"{type(spec).__name__}"
         )
-    setup = _SETUPS.get(_setup_key(model, spec, options), lambda: _prepare(model, spec, options))
+    key = _setup_key(model, spec, options) if spec.size <= CACHED_POINTS else None
+    setup = _SETUPS.get(key, lambda: _prepare(model, spec, options))
     if setup.fallback:
         logger.info("sweep: the diffrax engine runs this sweep (%s)", setup.fallback)
     return setup

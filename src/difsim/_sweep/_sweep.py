@@ -161,13 +161,13 @@ def run_sweep(
         )
     start = time.perf_counter()
     setup = prepare(model, spec, options)
-    mesh = _mesh(options.devices or tuple(jax.devices()))
+    mesh = _mesh(tuple(jax.devices()) if options.devices is None else options.devices)
     writer, output = dist.is_writer(), options.output
     chunking = plan_chunking(
         spec.size, setup.per_traj, options.chunk_size, options.memory_budget,
         options.devices, mesh.devices.size, output if writer else None,
         ensemble=setup.engine == "ensemble",
-        in_memory=output is None and not _shows_progress(options),
+        in_memory=_in_memory(options),
     )  # fmt: skip
     store = None if output is None or not writer else _chunk_store(output, setup, chunking)
     # Processes given different configs would run different programs in lockstep and hang
@@ -260,6 +260,12 @@ def _compute(
 
         run_chunks(model, spec, setup, mesh, chunking, todo, finished)
     return todo, arrays
+
+
+def _in_memory(options: SweepOptions) -> bool:
+    """Whether nothing is stored or shown chunk by chunk (in a single process: processes
+    must agree on the chunking, and whether a terminal is attached may differ)."""
+    return options.output is None and jax.process_count() == 1 and not _shows_progress(options)
 
 
 def _shows_progress(options: SweepOptions) -> bool:
