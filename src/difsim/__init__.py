@@ -13,12 +13,17 @@ from difsim._config import (
     load_config as load_config,
 )
 from difsim._core import (
+    AbstractEvent as AbstractEvent,
     Event as Event,
+    EventRecord as EventRecord,
     Model as Model,
+    Noise as Noise,
     Solution as Solution,
     State as State,
+    TimeEvent as TimeEvent,
     Var as Var,
     VarInfo as VarInfo,
+    brownian_path as brownian_path,
     observable as observable,
     param as param,
     simulate as simulate,
@@ -32,8 +37,10 @@ from difsim._fit import (
     Bounded as Bounded,
     FitResult as FitResult,
     Identity as Identity,
+    KalmanLikelihood as KalmanLikelihood,
     MultipleShooting as MultipleShooting,
     Positive as Positive,
+    SimulatedMoments as SimulatedMoments,
     fit as fit,
 )
 from difsim._io import difsim_version as _difsim_version, to_xarray as to_xarray
@@ -66,6 +73,7 @@ from difsim._pde import (
     wavenumbers as wavenumbers,
 )
 from difsim._plot import animate as animate, plot as plot, plot_snapshots as plot_snapshots
+from difsim._resources import ResourceError as ResourceError
 from difsim._status import Status as Status
 from difsim._sweep import (
     GridSweep as GridSweep,

@@ -1,5 +1,6 @@
 """`SaveSpec`: a solve's time span and the times it saves, checked once where they enter."""
 
+import math
 from typing import Any
 
 import equinox as eqx
@@ -9,6 +10,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Real
 
 from difsim._core._custom_types import RealScalarLike, SaveLike, Times
+from difsim._resources import check_memory
 
 DEFAULT_SAVE_POINTS = 101
 
@@ -97,6 +99,26 @@ class SaveSpec(eqx.Module):
         return jnp.asarray(self.ts)
 
 
+def check_saved_memory(times: SaveSpec, layout: Any, model_name: str) -> None:
+    """Refuse, before anything is allocated, a `simulate` whose saved values cannot fit in
+    memory: `times.n_saved` saved states of the `layout`'s values (its `shapes` and
+    `dtype`), plus the times.
+
+    **Raises:** `difsim._resources.ResourceError` (a `ValueError`) naming `save`.
+    """
+    n_values = sum(math.prod(shape) for shape in layout.shapes)
+    itemsize, what = layout.dtype.itemsize, f"simulate({model_name})"
+    n = times.n_saved
+    key = "save" if times.ts is None else "save times"
+    check_memory(
+        n * (n_values + 1) * itemsize,
+        f"{what} saving {n:,} times of {n_values:,} value{'s' if n_values > 1 else ''} "
+        f"({itemsize * 8}-bit)",
+        key,
+        'save fewer times (save = n, "final", or a list of times)',
+    )
+
+
 def concrete(x: Any) -> np.ndarray | None:
     """`x` as a NumPy array, or `None` when it is traced (inside `jit`/`vmap`)."""
     try:
@@ -127,6 +149,12 @@ def _check_span(t0: RealScalarLike, t1: RealScalarLike) -> None:
 def _check_save(save: SaveLike, t0, t1) -> tuple[Real[ArrayLike, " time"] | None, int, str]:
     """`(ts, n_saved, save_text)` for a `save` argument, raising on nonsense."""
     if isinstance(save, str):
+        if save == "dense":
+            raise ValueError(
+                "save='dense' keeps the solver's interpolant, which only ds.simulate returns "
+                "(Solution.evaluate); sweeps and the ensemble engine store values at save "
+                "times: give save = n (a number of points) or a list of times"
+            )
         if save != "final":
             raise ValueError(f"save must be 'final', a number of points or times, got {save!r}")
         return None, 1, "'final'"

@@ -80,7 +80,7 @@ def simulate_ensemble(
     settings = solver_settings(
         model, solver=solver, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps
     )
-    if (reason := unsupported(settings)) is not None:
+    if (reason := unsupported(settings, model)) is not None:
         raise ValueError(f"simulate_ensemble: {reason}; use jax.vmap(ds.simulate) instead")
     if block_size is not None and (
         isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1

@@ -28,6 +28,7 @@ from difsim._fit._shooting import (
     single_shooting,
 )
 from difsim._fit._steady import SteadyStateProblem
+from difsim._fit._stochastic import AbstractObjective
 from difsim._fit._transforms import AbstractTransform, as_transform
 from difsim._status import Status
 
@@ -39,6 +40,7 @@ def fit(
     *,
     observe: Mapping[str, str | Callable] | None = None,
     noise: str = "gaussian",
+    objective: AbstractObjective | None = None,
     weights: Mapping[str, Any] | None = None,
     sigma: Mapping[str, Any] | None = None,
     optimizer: Any = "levenberg_marquardt",
@@ -79,6 +81,10 @@ def fit(
     - `observe`: `{data variable: state variable or function(state) -> value}`; default:
       data variables named like state variables observe those.
     - `noise`: `"gaussian"` or `"lognormal"` (positive data, relative errors).
+    - `objective`: for a stochastic model (see `docs/stochastic.md`), what is compared:
+      [`SimulatedMoments`][] (observed paths: their mean and variance per time) or
+      [`KalmanLikelihood`][] (one path of a linear-Gaussian SDE: its exact likelihood;
+      `sigma` is then the measurement noise). Required for a stochastic model.
     - `weights`, `sigma`: per data variable, a residual weight or a noise scale
       (weight `1/sigma`), each a number or an array over the time points.
     - `optimizer`: `"levenberg_marquardt"` (default), `"gauss_newton"`, `"dogleg"`,
@@ -102,7 +108,8 @@ def fit(
       = 0.3 in unconstrained units, relative for unbounded variables); keep the best.
     - `checkpoint`: a file to save the optimisation state in after every block of steps;
       if it exists, the fit resumes from it.
-    - `progress`: show a progress bar (default: when stderr is a terminal).
+    - `progress`: `None` (default) or `True` show progress: a bar on a terminal, log lines
+      every 10 s elsewhere (steps, loss, time left); `False`: none.
     - `max_failures`: consecutive rejected steps (non-finite loss, failed solves) before
       the fit stops.
     - `solver`, `rtol`, `atol`, `max_steps`: passed to [`simulate`][] (`max_steps` is
@@ -122,15 +129,29 @@ def fit(
     t0 = _start_time(type(model).__name__, coords, t0, control)
     dtype = Layout.of(model.initial_state()).dtype
     pairs = observation_map(dataset, coord, model, observe)
-    fdata = fit_data(
-        dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma, dtype=dtype
-    )
-    driver, steps = _driver(optimizer, learning_rate, tol, adjoint, steps, len(transforms), fdata)
     starts = None if multistart is None else _multistart_spec(multistart)
-    sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint)
-    problem, extra = _problem(
-        model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords
-    )
+    if objective is not None or model.is_stochastic():
+        optimizer = _objective_optimizer(objective, model, optimizer)
+        sim = SimOptions(solver, rtol, atol, max_steps, "checkpoint")
+        problem = objective.problem(
+            model, tuple(transforms), tuple(transforms.values()), dataset, coord, coords,
+            pairs, sigma, t0, sim, dtype,
+        )  # fmt: skip
+        driver, steps = _driver(
+            optimizer, learning_rate, tol, adjoint, steps, len(transforms), problem.data
+        )
+        problem, extra = problem.with_adjoint(driver.adjoint), np.zeros(0)
+    else:
+        fdata = fit_data(
+            dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma, dtype=dtype
+        )
+        driver, steps = _driver(
+            optimizer, learning_rate, tol, adjoint, steps, len(transforms), fdata
+        )
+        sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint)
+        problem, extra = _problem(
+            model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords
+        )
     x_all = np.concatenate([x0, extra])
     u0 = [float(t.inverse(x)) for t, x in zip(problem.all_transforms(), x_all)]
     u0 = jnp.asarray(np.array(u0), dtype)
@@ -147,6 +168,23 @@ def fit(
         progress=progress,
     )
     return make_result(problem, driver, carry, history, transforms, u0.ndim == 2)
+
+
+def _objective_optimizer(objective, model: Model, optimizer):
+    """The optimizer of a stochastic model's fit: the objective's default unless another
+    was asked for (a likelihood needs a minimiser, not a least-squares solver)."""
+    if objective is None:
+        raise ValueError(
+            f"{type(model).__name__} is stochastic: tell fit what to compare, "
+            "objective=ds.SimulatedMoments(paths=1000) (observed paths: mean and variance) "
+            "or objective=ds.KalmanLikelihood() (a linear-Gaussian SDE's exact likelihood)"
+        )
+    if not isinstance(objective, AbstractObjective):
+        raise TypeError(
+            "objective must be ds.SimulatedMoments(...) or ds.KalmanLikelihood(), got "
+            f"{objective!r}"
+        )
+    return objective.optimizer if optimizer == "levenberg_marquardt" else optimizer
 
 
 def _start_time(cls: str, coords: np.ndarray, t0: float | None, control: str | None):

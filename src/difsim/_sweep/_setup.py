@@ -16,9 +16,11 @@ import xarray as xr
 from difsim import solvers
 from difsim._core import (
     KEYS,
+    Layout,
     Model,
     SaveSpec,
     SolverSettings,
+    check_rhs,
     resolve_solver_settings,
     solver_settings,
 )
@@ -35,6 +37,8 @@ from difsim._sweep._layout import (
 from difsim._sweep._memo import LRU, Unkeyable, freeze
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
+from difsim._sweep._resources import check_sweep_resources
+from difsim._sweep._samples import sde_solver_choice, stochastic_engine
 from difsim._sweep._spec import AbstractSweep
 
 logger = logging.getLogger("difsim")
@@ -136,6 +140,7 @@ def _setup_key(model: Model, spec: AbstractSweep, options: SweepOptions) -> Hash
         return (
             freeze(model),
             (type(spec), repr(spec), spec.dims, spec.shape, spec.fingerprint(np.float64)),
+            freeze(spec.describe()),
             freeze((*given, dict(options.attrs))),
             bool(jax.config.jax_enable_x64),
         )
@@ -154,12 +159,20 @@ def _prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepS
     )  # fmt: skip
     solver = _resolve_solver(model, options)
     state = model.initial_state()
+    # Traced once (no FLOPs): the ensemble engine calls `rhs` without simulate's checks, so
+    # a Python `if` on the state or a missing derivative is named here.
+    check_rhs(model, Layout.of(state), "rhs")
     dtype = np.dtype(jnp.result_type(*[jnp.asarray(v) for v in state.values.values()]))
     if not np.issubdtype(dtype, np.floating):
         dtype = np.dtype(jnp.result_type(float))
     plan = plan_keep(options.keep, type(model), state, times.n_saved, times.save_text)
     outputs = plan.outputs(model, times.n_saved, dtype)
-    engine, fallback = choose_engine(options.engine, solver.settings)
+    # Before any point is drawn, hashed or allocated: refuse what cannot fit.
+    check_sweep_resources(model, spec, outputs, times.n_saved, dtype, options)
+    if model.is_stochastic():  # the ensemble engine integrates ODEs: it would drop the noise
+        engine, fallback = stochastic_engine(options.engine)
+    else:
+        engine, fallback = choose_engine(options.engine, solver.settings, model)
     # The engine is part of the result's identity: the two round differently, and a resumed
     # sweep must not mix their chunks.
     described = {**settings(model, spec, times, solver, plan, dtype), "engine": engine}
@@ -176,7 +189,9 @@ def _prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepS
     )
 
 
-def choose_engine(requested: str, settings: SolverSettings) -> tuple[str, str | None]:
+def choose_engine(
+    requested: str, settings: SolverSettings, model: Model | None = None
+) -> tuple[str, str | None]:
     """`(engine, why not the ensemble engine)` for `engine=requested`: `"auto"` takes the
     ensemble engine whenever it supports the solve ([`prepare`][] logs why when not).
 
@@ -184,7 +199,7 @@ def choose_engine(requested: str, settings: SolverSettings) -> tuple[str, str | 
     """
     if requested == "diffrax":
         return "diffrax", None
-    reason = unsupported(settings)
+    reason = unsupported(settings, model)
     if reason is None:
         return "ensemble", None
     if requested == "ensemble":
@@ -198,6 +213,8 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
     config (which stores them) and a Python call that leaves them out are the same sweep:
     same hash, same compiled function."""
     given = {k: getattr(options, k) for k in KEYS}
+    if model.is_stochastic():
+        return sde_solver_choice(model, options)
     resolved = resolve_solver_settings(type(model), **given)
     solver = resolved["solver"]
     solvers.make_solver(solver)  # unknown names fail here, before anything compiles
@@ -210,6 +227,9 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
         dt0=resolved["dt0"],
         max_steps=int(resolved["max_steps"]),
     )
+
+
+resolve_solver = _resolve_solver  # for the Monte Carlo sweep's setup (`_mc_setup`)
 
 
 def _scalar_atol(value) -> float:
