@@ -144,6 +144,8 @@ def sweep_fn(problem: Problem, engine: str) -> Callable | None:
     choice exists on `ds.sweep`."""
     if not sweep_engine_available():
         return None
+    # Outside the timed call: what the sweep is timed against does no such work either.
+    names = tuple(problem.model.initial_state().values)
 
     def run(v):
         out = ds.sweep(
@@ -151,7 +153,6 @@ def sweep_fn(problem: Problem, engine: str) -> Callable | None:
             solver="tsit5", rtol=RTOL, atol=ATOL, max_steps=MAX_STEPS, progress=False,
             engine=engine,
         )  # fmt: skip
-        names = problem.model.initial_state().values
         run.used = out.attrs.get("engine"), out.attrs.get("engine_fallback")
         return _stack({k: out[k].values for k in names})
 
