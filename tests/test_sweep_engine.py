@@ -83,7 +83,7 @@ def test_float32_sweep_runs_in_float32():
     assert int((out.status != 0).sum()) == 0
 
 
-def test_repeated_sweep_reuses_its_setup_and_stays_exact(caplog):
+def test_repeated_sweep_reuses_its_setup_and_stays_exact(caplog, monkeypatch):
     # The second call hits the setup cache (nothing prepared again), yet gives the same
     # Dataset; a changed value (model, points, settings) is a new sweep.
     from difsim._sweep import _setup
@@ -112,6 +112,12 @@ def test_repeated_sweep_reuses_its_setup_and_stays_exact(caplog):
     alone = ds.simulate(MODEL.replace(sigma=11.0, rho=15.0, beta=3.0), t0=0.0, t1=0.5,
                         save="final", rtol=1e-8, atol=1e-8)  # fmt: skip
     np.testing.assert_allclose(changed[0].x[2], alone.ys["x"][-1], rtol=1e-10)
+    # What the machine has room for is asked again on a repeat: a cached setup does not
+    # skip the memory check (here: results of 3 points under a 16-byte limit).
+    monkeypatch.setenv("DIFSIM_MEMORY_LIMIT", "16B")
+    with pytest.raises(ds.ResourceError, match="spec: "):
+        ds.sweep(MODEL, spec, **kw)
+    monkeypatch.delenv("DIFSIM_MEMORY_LIMIT")
     # A cached fallback still says why, every time.
     with caplog.at_level("INFO", logger="difsim"):
         for _ in range(2):

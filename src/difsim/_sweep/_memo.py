@@ -64,24 +64,25 @@ def freeze(value: Any) -> Hashable:
 
 
 class LRU(Generic[_V]):
-    """A small least-recently-used map: `get(key, make)` returns the value stored under
-    `key`, or stores and returns `make()`. A `key` of `None` means "do not cache"."""
+    """A small least-recently-used map: `get(key, make)` returns `(value, hit)`: the value
+    stored under `key` and `True`, or `make()` (stored) and `False`. A `key` of `None`
+    means "do not cache"."""
 
     def __init__(self, size: int):
         self.size = size
         self._items: OrderedDict[Hashable, _V] = OrderedDict()
 
-    def get(self, key: Hashable | None, make: Callable[[], _V]) -> _V:
+    def get(self, key: Hashable | None, make: Callable[[], _V]) -> tuple[_V, bool]:
         if key is None:
-            return make()
+            return make(), False
         if key in self._items:
             self._items.move_to_end(key)
-            return self._items[key]
+            return self._items[key], True
         value = make()
         self._items[key] = value
         while len(self._items) > self.size:
             self._items.popitem(last=False)
-        return value
+        return value, False
 
     def clear(self) -> None:
         self._items.clear()

@@ -53,8 +53,8 @@ class SweepSetup:
     dtype, from the model's state), `plan` (what is kept), `layout` (the Dataset's shape
     and attributes, `sweep_hash` included), `settings` (`{name: text}` of everything that
     determines the results), `per_traj` (estimated bytes of one trajectory in a chunk),
-    `engine` (`"ensemble"` or `"diffrax"`) and `fallback` (why `engine="auto"` did not take
-    the ensemble engine, or `None`).
+    `engine` (`"ensemble"` or `"diffrax"`), `fallback` (why `engine="auto"` did not take
+    the ensemble engine, or `None`) and `outputs` (the kept quantities).
 
     A setup is reused by every repeat of the same sweep (see [`prepare`][]): treat it as
     read-only. `memo` holds what its runs derive from it once (inputs placed on the
@@ -71,6 +71,7 @@ class SweepSetup:
     per_traj: int
     engine: str = "diffrax"
     fallback: str | None = None
+    outputs: tuple = ()  # the kept quantities (`Output`s)
     memo: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -126,22 +127,37 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
             f"{type(spec).__name__}"
         )
     key = _setup_key(model, spec, options) if spec.size <= CACHED_POINTS else None
-    setup = _SETUPS.get(key, lambda: _prepare(model, spec, options))
+    setup, hit = _SETUPS.get(key, lambda: _prepare(model, spec, options))
+    if hit:  # what the machine has room for now, and this call's output and chunking
+        n_saved, dtype = setup.times.n_saved, setup.dtype
+        check_sweep_resources(model, spec, setup.outputs, n_saved, dtype, options)
     if setup.fallback:
         logger.info("sweep: the diffrax engine runs this sweep (%s)", setup.fallback)
     return setup
 
 
+# Options that do not shape a setup (where results go, how they are chunked, run and
+# shown); every other option is part of the cache key, new ones included.
+_RUNTIME_OPTIONS = frozenset(
+    {"chunk_size", "memory_budget", "devices", "output", "store", "resume", "overwrite",
+     "progress", "on_chunk"}
+)  # fmt: skip
+
+
 def _setup_key(model: Model, spec: AbstractSweep, options: SweepOptions) -> Hashable | None:
     """What [`prepare`][] reads, as a content key; `None` (do not cache) if some input has
     none. The precision switch is in it: it decides the run's dtype."""
-    given = [getattr(options, k) for k in ("t0", "t1", "save", "keep", "engine", *KEYS)]
+    given = {
+        f.name: getattr(options, f.name)
+        for f in dataclasses.fields(options)
+        if f.name not in _RUNTIME_OPTIONS
+    }
     try:
         return (
             freeze(model),
             (type(spec), repr(spec), spec.dims, spec.shape, spec.fingerprint(np.float64)),
             freeze(spec.describe()),
-            freeze((*given, dict(options.attrs))),
+            freeze(given),
             bool(jax.config.jax_enable_x64),
         )
     except Unkeyable:
@@ -185,7 +201,17 @@ def _prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepS
     layout = build_layout(model, spec, outputs, plan, times, dtype, attrs)
     per_traj = bytes_per_trajectory(model, outputs, times.n_saved, dtype)
     return SweepSetup(
-        times, save, solver, dtype, plan, layout, described, per_traj, engine, fallback
+        times,
+        save,
+        solver,
+        dtype,
+        plan,
+        layout,
+        described,
+        per_traj,
+        engine,
+        fallback,
+        tuple(outputs),
     )
 
 
