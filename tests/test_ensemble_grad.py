@@ -1,6 +1,7 @@
-"""Differentiating through the ensemble engine: `jax.grad`, `jax.jvp`, `jax.jacfwd` with
-respect to shared parameters and to each lane's swept values, against finite differences
-and against diffrax's own gradient of the same solves."""
+"""Differentiating through the ensemble engine in forward mode (`adjoint="forward"`):
+`jax.grad`, `jax.jvp`, `jax.jacfwd` with respect to shared parameters and to each lane's
+swept values, against finite differences and against diffrax's own gradient of the same
+solves (reverse mode: tests/test_ensemble_adjoint.py)."""
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +17,9 @@ KW = dict(t0=0.0, t1=1.0, save=3, rtol=1e-10, atol=1e-10)
 
 
 def _loss(model, rho):
-    sol = simulate_ensemble(model, {"rho": rho}, **KW)
+    # Six differentiated scalars (sigma, beta, the initial state, each lane's rho), which
+    # "auto" would take in reverse mode.
+    sol = simulate_ensemble(model, {"rho": rho}, adjoint="forward", **KW)
     return sum(jnp.sum(sol.ys[v] ** 2) for v in "xyz")
 
 

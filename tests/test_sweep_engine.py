@@ -81,3 +81,57 @@ def test_float32_sweep_runs_in_float32():
         out = ds.sweep(MODEL, SPEC, t0=0.0, t1=1.0, rtol=1e-6, atol=1e-6)
     assert out.x.dtype == np.float32 and out.attrs["engine"] == "ensemble"
     assert int((out.status != 0).sum()) == 0
+
+
+def test_repeated_sweep_reuses_its_setup_and_stays_exact(caplog, monkeypatch):
+    # The second call hits the setup cache (nothing prepared again), yet gives the same
+    # Dataset; a changed value (model, points, settings) is a new sweep.
+    from difsim._sweep import _setup
+
+    kw = dict(t0=0.0, t1=0.5, rtol=1e-8, atol=1e-8)
+    spec = ds.ZipSweep({"rho": [5.0, 10.0, 15.0], "beta": [1.0, 2.0, 3.0]})
+    _setup._SETUPS.clear()
+    first = ds.sweep(MODEL, spec, **kw)
+    # A caller writing into its result must not reach the cached template.
+    first["rho"].values[:] = -1.0
+    first.attrs["engine"] = "edited"
+    again = ds.sweep(MODEL, ds.ZipSweep({"rho": [5.0, 10.0, 15.0], "beta": [1.0, 2.0, 3.0]}), **kw)
+    assert len(_setup._SETUPS) == 1
+    np.testing.assert_array_equal(again.rho, [5.0, 10.0, 15.0])
+    assert again.attrs["engine"] == "ensemble"
+    np.testing.assert_array_equal(again.x, ds.sweep(MODEL, spec, **kw).x)
+    # Each change gives its own setup and its own numbers (hash included).
+    changed = [
+        ds.sweep(MODEL.replace(sigma=11.0), spec, **kw),
+        ds.sweep(MODEL, ds.ZipSweep({"rho": [5.0, 10.0, 16.0], "beta": [1.0, 2.0, 3.0]}), **kw),
+        ds.sweep(MODEL, spec, **{**kw, "rtol": 1e-7}),
+    ]
+    assert len(_setup._SETUPS) == 4
+    hashes = {out.attrs["sweep_hash"] for out in [again, *changed]}
+    assert len(hashes) == 4
+    alone = ds.simulate(MODEL.replace(sigma=11.0, rho=15.0, beta=3.0), t0=0.0, t1=0.5,
+                        save="final", rtol=1e-8, atol=1e-8)  # fmt: skip
+    np.testing.assert_allclose(changed[0].x[2], alone.ys["x"][-1], rtol=1e-10)
+    # What the machine has room for is asked again on a repeat: a cached setup does not
+    # skip the memory check (here: results of 3 points under a 16-byte limit).
+    monkeypatch.setenv("DIFSIM_MEMORY_LIMIT", "16B")
+    with pytest.raises(ds.ResourceError, match="spec: "):
+        ds.sweep(MODEL, spec, **kw)
+    monkeypatch.delenv("DIFSIM_MEMORY_LIMIT")
+    # A cached fallback still says why, every time.
+    with caplog.at_level("INFO", logger="difsim"):
+        for _ in range(2):
+            ds.sweep(MODEL, spec, t0=0.0, t1=0.5, solver="kvaerno5")
+    assert caplog.text.count("Kvaerno5 has no ensemble kernel") == 2
+
+
+def test_in_memory_ensemble_chunks_follow_the_memory_budget():
+    from difsim._sweep import choose_chunk_size
+
+    # Stored or shown chunk by chunk: at most 65,536 lanes per device, balanced.
+    assert choose_chunk_size(10**5, 1, 900, 2**30, ensemble=True) == 50_000
+    # Held in memory without a bar: as large as the budget allows (here all of it) ...
+    assert choose_chunk_size(10**5, 1, 900, 2**30, ensemble=True, in_memory=True) == 10**5
+    # ... and balanced when the budget splits it (3 chunks of 33,334 under 40,000).
+    assert choose_chunk_size(10**5, 1, 1000, 40_000_000, ensemble=True, in_memory=True) == 33_334
+    assert choose_chunk_size(10**5, 8, 900, 2**30, ensemble=True, in_memory=True) == 10**5

@@ -32,46 +32,104 @@ from difsim._ensemble import Tsit5, simulate_ensemble
 from difsim._ensemble._control import Controller, next_interval, scaled_error
 from difsim._ensemble._field import BatchField, BlockRHS
 
-
 # ------------------------------------------------------------------ gradients
+ADJOINTS = ("forward", "checkpoint", "auto")
+
+
 def _lorenz_args(t, y, args):
     sigma, beta, rho = args
     x, v, z = y
     return jnp.stack([sigma * (v - x), x * (rho - z) - v, x * v - beta * z])
 
 
-def _engine_loss(sigma, beta, rhos):
-    model = ds.models.Lorenz(sigma=sigma, beta=beta)
-    ys = simulate_ensemble(model, {"rho": rhos}, t0=T0, t1=T1, save="final", solver="tsit5",
-                           rtol=RTOL, atol=ATOL, max_steps=MAX_STEPS).ys  # fmt: skip
+def _engine_loss(model, key, values, adjoint="auto"):
+    ys = simulate_ensemble(
+        model, {key: values}, t0=T0, t1=T1, save="final", solver="tsit5", rtol=RTOL,
+        atol=ATOL, max_steps=MAX_STEPS, adjoint=adjoint,
+    ).ys  # fmt: skip
     return sum(jnp.sum(v**2) for v in ys.values())
 
 
-def _diffrax_loss(sigma, beta, rhos):
+def _lorenz_diffrax(sigma, beta, rhos):
     finals = jax.vmap(lambda r: diffrax_final(_lorenz_args, LORENZ.y0, (sigma, beta, r)))(rhos)
     return jnp.sum(finals**2)
 
 
-def grad_fns(n: int):
-    """`(fns, check)`: jitted forward losses and gradients of `(sigma, beta, rhos)` —
-    w.r.t. the shared `(sigma, beta)` and w.r.t. every lane's `rho` — for the engine and
-    for diffrax vmap (its default `RecursiveCheckpointAdjoint`); `check` compares the
-    engine's gradients with diffrax's (relative differences)."""
-    fns = {}
-    for who, loss in (("engine", _engine_loss), ("diffrax", _diffrax_loss)):
-        fns[f"{who} forward"] = jax.jit(loss)
-        fns[f"{who} grad (sigma, beta)"] = jax.jit(jax.grad(loss, argnums=(0, 1)))
-        fns[f"{who} grad rho (per lane)"] = jax.jit(jax.grad(loss, argnums=2))
+class ForcedLorenz96(ds.Model):
+    """Lorenz-96 with its own forcing per variable (`F`, 40 values: 40 parameters to
+    differentiate) and the advection scaled by `c` (swept)."""
 
-    def check(sigma, beta, rhos):
-        out = {}
-        for what in ("grad (sigma, beta)", "grad rho (per lane)"):
-            e = np.ravel(np.asarray(fns[f"engine {what}"](sigma, beta, rhos), np.float64))
-            d = np.ravel(np.asarray(fns[f"diffrax {what}"](sigma, beta, rhos), np.float64))
-            out[what] = float(np.max(np.abs(e - d)) / np.max(np.abs(d)))
-        return out
+    F: jax.Array
+    c: float = 1.0
+    state = ds.State(x=ds.Var(np.r_[8.01, np.full(39, 8.0)]))
 
-    return fns, check
+    def rhs(self, t, s):
+        x = s.x
+        return dict(x=self.c * (jnp.roll(x, -1) - jnp.roll(x, 2)) * jnp.roll(x, 1) - x + self.F)
+
+
+def _l96_diffrax(F, cs):
+    def field(t, x, c):
+        return c * (jnp.roll(x, -1) - jnp.roll(x, 2)) * jnp.roll(x, 1) - x + F
+
+    y0 = np.r_[8.01, np.full(39, 8.0)]
+    return jnp.sum(jax.vmap(lambda c: diffrax_final(field, y0, c))(cs) ** 2)
+
+
+def grad_cases(n: int, n_l96: int) -> list[dict]:
+    """Gradients of `sum(final state²)`: each case `{name, scalars, args, fns, diffrax}`
+    with jitted `fns` — the engine's forward loss and its gradient with each adjoint —
+    and diffrax vmap's gradient (its default `RecursiveCheckpointAdjoint`) of the same
+    loss, `None` where there is no such case. `scalars`: the differentiated scalars."""
+    lorenz = ds.models.Lorenz()
+    rhos = jnp.asarray(LORENZ.values(n))
+    shared = lambda f: lambda s, b, r, a="auto": f(ds.models.Lorenz(sigma=s, beta=b), "rho", r, a)  # noqa: E731
+    whole = lambda m, r, a="auto": _engine_loss(m, "rho", r, a)  # noqa: E731
+    F0 = jnp.linspace(7.0, 9.0, 40, dtype=jnp.float32)
+    cs = jnp.linspace(0.8, 1.2, n_l96, dtype=jnp.float32)
+    l96 = lambda F, c, a="auto": _engine_loss(ForcedLorenz96(F=F), "c", c, a)  # noqa: E731
+    sb = (jnp.float32(10.0), jnp.float32(8.0 / 3.0), rhos)
+    cases = [
+        dict(name="Lorenz, shared (sigma, beta)", scalars=2, n=n, args=sb,
+             loss=shared(_engine_loss), argnums=(0, 1), diffrax=(_lorenz_diffrax, (0, 1))),
+        dict(name="Lorenz, each lane's rho", scalars=1, n=n, args=sb,
+             loss=shared(_engine_loss), argnums=2, diffrax=(_lorenz_diffrax, 2)),
+        dict(name="Lorenz, whole model + each lane's rho", scalars=6, n=n,
+             args=(lorenz, rhos), loss=whole, argnums=(0, 1), diffrax=None),
+        dict(name="Lorenz-96, forcing F (40 values)", scalars=40, n=n_l96, args=(F0, cs),
+             loss=l96, argnums=0, diffrax=(_l96_diffrax, 0)),
+    ]  # fmt: skip
+    for case in cases:
+        loss, argnums = case.pop("loss"), case.pop("argnums")
+        fns = {"forward": jax.jit(loss)}
+        for adjoint in ADJOINTS:
+            grad = jax.grad(lambda *a, d=adjoint, f=loss: f(*a, d), argnums=argnums)
+            fns[f"grad {adjoint}"] = jax.jit(grad)
+        ref = case.pop("diffrax")
+        if ref is not None:
+            fns["diffrax forward"] = jax.jit(ref[0])
+            fns["diffrax grad"] = jax.jit(jax.grad(ref[0], argnums=ref[1]))
+        case["fns"] = fns
+    return cases
+
+
+def grad_agreement(case: dict) -> dict:
+    """Max |difference| / max |reference| between the engine's gradients (each adjoint)
+    and diffrax's, and between the engine's two modes."""
+
+    def flat(g):
+        return np.concatenate([np.ravel(np.asarray(x, np.float64))
+                               for x in jax.tree.leaves(g)])  # fmt: skip
+
+    grads = {k: flat(f(*case["args"])) for k, f in case["fns"].items() if "grad" in k}
+    out = {}
+    ref = grads.get("diffrax grad", grads["grad forward"])
+    for k, g in grads.items():
+        if k != "diffrax grad":
+            out[f"{k} vs {'diffrax' if 'diffrax grad' in grads else 'forward'}"] = float(
+                np.max(np.abs(g - ref)) / np.max(np.abs(ref))
+            )
+    return out
 
 
 # ------------------------------------------------------------------ FLOPs and peak

@@ -36,7 +36,6 @@ import jax
 
 jax.config.update("jax_enable_x64", False)  # the benchmark is specified in float32
 
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import (  # noqa: E402
     Stats,
@@ -49,13 +48,20 @@ from _common import (  # noqa: E402
     versions,
     write_reports,
 )
-from _ensemble_analysis import grad_fns, hlo_census, step_flops, vector_peak  # noqa: E402
+from _ensemble_analysis import (  # noqa: E402
+    grad_agreement,
+    grad_cases,
+    hlo_census,
+    step_flops,
+    vector_peak,
+)
 from _ensemble_problems import (  # noqa: E402
     L96,
     LORENZ,
     RTOL,
     Problem,
     chunked_fn,
+    engine_arg_fn,
     engine_fn,
     errors,
     reference,
@@ -67,6 +73,8 @@ from _ensemble_problems import (  # noqa: E402
 )
 from _ensemble_report import render, render_header, summary  # noqa: E402
 
+from difsim._ensemble._solve import default_block  # noqa: E402
+
 SECTIONS = ("lorenz", "blocks", "lorenz96", "grad", "flops", "hlo")
 
 
@@ -74,6 +82,7 @@ def contenders(problem: Problem, chunk: int, which: str) -> dict:
     """Name → callable (or `None`: not available yet) for the letters in `which`."""
     table = {
         "a engine": lambda: engine_fn(problem),
+        "a2 engine, model as argument": lambda: engine_arg_fn(problem),
         "b sweep auto": lambda: sweep_fn(problem, "auto"),
         "c sweep diffrax": lambda: sweep_fn(problem, "diffrax"),
         "d diffrax vmap": lambda: vmap_fn(problem),
@@ -123,36 +132,46 @@ def bench_problem(problem: Problem, sizes: list[int], which: str, args) -> list[
     return rows
 
 
-def bench_blocks(n: int, blocks: list[int], rounds: int) -> dict:
-    """The engine at one `N` with each block size: CPU time, and the share of executed
-    lane-steps that were useful (a block runs until its slowest lane is done)."""
-    values = LORENZ.values(n)
-    fns = {b: engine_fn(LORENZ, block_size=b) for b in blocks}
+def bench_blocks(problem: Problem, n: int, blocks: list[int], rounds: int) -> dict:
+    """The engine at one `N` with each block size (and its default): CPU time, and the
+    share of executed lane-steps that were useful (a block runs until its slowest lane is
+    done)."""
+    values = problem.values(n)
+    fns = {b: engine_fn(problem, block_size=b) for b in blocks}
+    fns["default"] = engine_fn(problem)
     for fn in fns.values():
         time_call(fn, values)
     wall, cpu = interleaved(fns, (values,), rounds)
     steps = np.asarray(fns[blocks[0]].solution(values).num_steps)
     rows = []
-    for b in blocks:
-        pad = -n % b
-        per = np.r_[steps, np.repeat(steps[-1:], pad)].reshape(-1, b)
-        executed = int(per.max(axis=1).sum()) * b
-        rows.append(dict(block=b, wall=Stats(wall[b]).as_dict(), cpu=Stats(cpu[b]).as_dict(),
+    for b in fns:
+        size = default_block(n, problem.size) if b == "default" else b
+        pad = -n % size
+        per = np.r_[steps, np.repeat(steps[-1:], pad)].reshape(-1, size)
+        executed = int(per.max(axis=1).sum()) * size
+        rows.append(dict(block=b if b != "default" else f"default ({size})",
+                         wall=Stats(wall[b]).as_dict(), cpu=Stats(cpu[b]).as_dict(),
                          useful=float(steps.sum() / executed)))  # fmt: skip
-    return dict(n=n, rows=rows)
+    return dict(problem=problem.name, n=n, rows=rows)
 
 
-def bench_grad(n: int, rounds: int) -> dict:
-    """Forward and gradients of `sum(final states²)`, engine and diffrax, interleaved."""
-    fns, check = grad_fns(n)
-    sigma, beta, rhos = jnp.float32(10.0), jnp.float32(8.0 / 3.0), jnp.asarray(LORENZ.values(n))
-    first = {k: time_call(fn, sigma, beta, rhos)[0] for k, fn in fns.items()}
-    wall, cpu = interleaved(fns, (sigma, beta, rhos), rounds)
-    return dict(
-        n=n, first_call_s=first, wall={k: Stats(v).as_dict() for k, v in wall.items()},
-        cpu={k: Stats(v).as_dict() for k, v in cpu.items()},
-        agreement=check(sigma, beta, rhos),
-    )  # fmt: skip
+def bench_grad(n: int, n_l96: int, rounds: int) -> list[dict]:
+    """Each gradient case: the engine's forward loss, its gradient with each adjoint and
+    diffrax's, interleaved; and how the gradients agree."""
+    out = []
+    for case in grad_cases(n, n_l96):
+        print(f"    {case['name']} ...", flush=True)
+        fns, args = case["fns"], case["args"]
+        load = load_average()
+        first = {k: time_call(fn, *args)[0] for k, fn in fns.items()}
+        wall, cpu = interleaved(fns, args, rounds)
+        out.append(dict(
+            name=case["name"], scalars=case["scalars"], n=case["n"], first_call_s=first,
+            wall={k: Stats(v).as_dict() for k, v in wall.items()},
+            cpu={k: Stats(v).as_dict() for k, v in cpu.items()},
+            agreement=grad_agreement(case), load_before=load, load_after=load_average(),
+        ))  # fmt: skip
+    return out
 
 
 def bench_flops(n: int, rounds: int, peak: dict) -> dict:
@@ -188,7 +207,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-call-s", type=float, default=60.0, help="skip slower contenders")
     p.add_argument("--blocks", type=parse_sizes, help="block sizes (default 64 … N)")
     p.add_argument("--block-n", type=int, default=10_000, help="N of the block sweep")
-    p.add_argument("--grad-n", type=int, default=10_000, help="N of the gradient benchmark")
+    p.add_argument("--grad-n", type=int, default=10_000, help="N of the Lorenz gradients")
+    p.add_argument("--grad-l96-n", type=int, default=1_000, help="N of the Lorenz-96 gradient")
     p.add_argument("--fma-units", type=int, default=2, help="FMA pipes per core (peak)")
     p.add_argument("--vector-bits", type=int, help="vector width of the peak (default 256)")
     p.add_argument("--skip", nargs="+", default=[], choices=SECTIONS)
@@ -215,12 +235,15 @@ def main(argv=None) -> dict:
         report["lorenz"] = bench_problem(LORENZ, sizes, "abcde", args)
     if "blocks" not in args.skip:
         print(f"  block sizes at N = {args.block_n:,} ...", flush=True)
-        report["blocks"] = bench_blocks(args.block_n, blocks, args.rounds)
+        report["blocks"] = [
+            bench_blocks(LORENZ, args.block_n, blocks, args.rounds),
+            bench_blocks(L96, min(l96_sizes), [8, 16, 32, 64, 128, 256], args.rounds),
+        ]
     if "lorenz96" not in args.skip:
         report["lorenz96"] = bench_problem(L96, l96_sizes, "abd", args)
     if "grad" not in args.skip:
         print(f"  gradients at N = {args.grad_n:,} ...", flush=True)
-        report["grad"] = bench_grad(args.grad_n, args.rounds)
+        report["grad"] = bench_grad(args.grad_n, args.grad_l96_n, args.rounds)
     if "flops" not in args.skip:
         report["flops"] = bench_flops(max(sizes), args.rounds, peak)
     if "hlo" not in args.skip:

@@ -153,6 +153,7 @@ def robertson(n: int, repeats: int, match_rtol: float | None, ref_lanes: int) ->
             error=max_error(np.asarray(y)[idx], ref),
             mean_steps=float(np.mean(steps)),
             max_steps=int(np.max(steps)),
+            useful=useful_share(np.asarray(steps), 256 if "ensemble" in name else chunk or n),
         )
         print(f"  N={n} {name}: first call {rows[name]['compile_s']:.1f} s", flush=True)
     _, cpu = interleaved({k: (lambda f=f: f(k1)) for k, f in fns.items()}, (), repeats)
@@ -161,15 +162,23 @@ def robertson(n: int, repeats: int, match_rtol: float | None, ref_lanes: int) ->
     return dict(n=n, rows=rows, loadavg=load_average())
 
 
+def useful_share(steps: np.ndarray, block: int) -> float:
+    """Steps the lanes needed over the steps their blocks ran (a block of lanes, or a vmap
+    batch, runs until its slowest lane is done)."""
+    block = min(block, len(steps))
+    per = np.r_[steps, np.repeat(steps[-1:], -len(steps) % block)].reshape(-1, block)
+    return float(steps.sum() / (per.max(axis=1).sum() * block))
+
+
 def render_robertson(r: dict) -> str:
     base = r["rows"]["vmap kvaerno5"]["cpu"]["median"]
-    head = ["contender", "CPU median", "min", "x kvaerno5", "max error", "steps (mean/max)",
-            "failed lanes"]  # fmt: skip
+    head = ["contender", "CPU median", "min", "CPU per lane", "x kvaerno5", "max error",
+            "steps (mean/max)", "useful lane-steps", "failed lanes"]  # fmt: skip
     rows = [
         [name, seconds(v["cpu"]["median"]), seconds(v["cpu"]["min"]),
-         f"{base / v['cpu']['median']:.1f}", f"{v['error']:.1e}",
-         f"{v['mean_steps']:.0f} / {v['max_steps']}",
-         f"{v['failed']} {v['failed_k1'] or ''}"]
+         seconds(v["cpu"]["median"] / r["n"]), f"{base / v['cpu']['median']:.1f}",
+         f"{v['error']:.1e}", f"{v['mean_steps']:.0f} / {v['max_steps']}",
+         f"{100 * v['useful']:.0f} %", f"{v['failed']} {v['failed_k1'] or ''}"]
         for name, v in r["rows"].items()
     ]  # fmt: skip
     vmap = "vmap" if r["n"] <= 1000 else "vmap in lax.map chunks of 1000"

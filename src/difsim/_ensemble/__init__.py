@@ -3,6 +3,14 @@ structure-of-arrays layout (each state variable one array with the lanes as its 
 per-lane adaptive steps. Depends on `_core` and `_status` only.
 """
 
+from difsim._ensemble._adjoint import (
+    ADJOINTS as ADJOINTS,
+    AbstractEnsembleAdjoint as AbstractEnsembleAdjoint,
+    AutoAdjoint as AutoAdjoint,
+    CheckpointAdjoint as CheckpointAdjoint,
+    ForwardAdjoint as ForwardAdjoint,
+    make_adjoint as make_adjoint,
+)
 from difsim._ensemble._field import with_point as with_point
 from difsim._ensemble._methods import (
     METHODS as METHODS,

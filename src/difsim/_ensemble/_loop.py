@@ -4,6 +4,7 @@
 from typing import Any, NamedTuple
 
 import equinox as eqx
+import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -32,12 +33,28 @@ NONFINITE_REJECTS = 40
 
 
 class Plan(eqx.Module):
-    """What a block solve needs besides its data (all static)."""
+    """What a block solve needs besides its data (all static). `reverse`: run the step
+    loops as reverse-mode differentiable loops that keep `checkpoints` copies of a
+    block's state (`None`: equinox's default, about `sqrt(2 max_steps)`) and recompute
+    the steps in between on the backward pass."""
 
     method: AbstractEnsembleMethod
     controller: Controller = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
     final_only: bool = eqx.field(static=True)
+    reverse: bool = eqx.field(static=True, default=False)
+    checkpoints: int | None = eqx.field(static=True, default=None)
+
+    def while_loop(self, cond, body, init, *, max_steps: int, buffers, checkpoints=None):
+        """`lax.while_loop(cond, body, init)`, or with `reverse` its checkpointed
+        counterpart, for which the arrays `buffers(init)` are written once per entry and
+        never saved in the checkpoints."""
+        if not self.reverse:
+            return lax.while_loop(cond, body, init)
+        return eqxi.while_loop(
+            cond, body, init, max_steps=max_steps, buffers=buffers, kind="checkpointed",
+            checkpoints=checkpoints if checkpoints is not None else self.checkpoints,
+        )  # fmt: skip
 
 
 class Carry(NamedTuple):
@@ -49,7 +66,7 @@ class Carry(NamedTuple):
     steps: Int[Array, "3 lanes"]  # attempted, accepted, rejected
     bad: Int[Array, " lanes"]  # rejections for a non-finite candidate
     cursor: Int[Array, " lanes"]  # index of the next save time
-    saved: dict[str, Array]  # {var: (lanes, time, *shape)}
+    saved: dict[str, Array]  # {var: (lanes, time + 1, *shape)}: the last row is scratch
 
 
 def solve_block(field: BatchField, plan: Plan, points, t0, t1, ts, dt0) -> tuple[dict, dict]:
@@ -68,7 +85,9 @@ def solve_block(field: BatchField, plan: Plan, points, t0, t1, ts, dt0) -> tuple
     f0 = f(t, y0)
     h = jnp.minimum(t + (DIFFRAX_FIRST_STEP if dt0 is None else dt0), t1) - t
     n = 1 if ts is None else ts.shape[0]
-    saved = {k: jnp.full((lanes, n, *v.shape[1:]), jnp.nan, dtype) for k, v in y0.items()}
+    # One scratch row beyond the save times takes the writes of lanes with nothing to save
+    # (an out-of-bounds write would be dropped, but its transpose reads a NaN fill value).
+    saved = {k: jnp.full((lanes, n + 1, *v.shape[1:]), jnp.nan, dtype) for k, v in y0.items()}
     ok = all_finite(y0) & all_finite(f0)
     carry = Carry(
         t, t + h, y0, f0,
@@ -80,12 +99,15 @@ def solve_block(field: BatchField, plan: Plan, points, t0, t1, ts, dt0) -> tuple
         carry = _save(carry, plan, ts, None, t, t, y0, y0, ok)
     floor = clip_floor(jnp.asarray(t1, dtype))
     body = lambda c: _body(c, f, plan, t1, floor, ts)  # noqa: E731
-    carry = lax.while_loop(lambda c: jnp.any(c.status == RUNNING), body, carry)
+    carry = plan.while_loop(
+        lambda c: jnp.any(c.status == RUNNING), body, carry,
+        max_steps=plan.max_steps, buffers=lambda c: c.saved,
+    )  # fmt: skip
     if ts is None:
         good = carry.status == Status.SUCCESS
         ys = {k: jnp.where(per_lane(good, v), v, jnp.nan)[:, None] for k, v in carry.y.items()}
     else:
-        ys = carry.saved
+        ys = {k: v[:, :-1] for k, v in carry.saved.items()}
     stats = dict(
         status=carry.status,
         num_steps=carry.steps[0],
@@ -137,9 +159,12 @@ def _save(c: Carry, plan: Plan, ts, dense: Any, ta, tb, ya: Lanes, yb: Lanes, ac
             value = ya
         else:
             value = plan.method.interpolate(dense, ta, tb, ya, yb, jnp.clip(t, ta, tb))
-        row = jnp.where(todo, cursor, n)  # out of bounds: dropped
-        saved = {k: saved[k].at[lane, row].set(value[k], mode="drop") for k in saved}
+        row = jnp.where(todo, cursor, n)  # the scratch row
+        saved = {k: saved[k].at[lane, row].set(value[k]) for k in saved}
         return cursor + todo, saved
 
-    cursor, saved = lax.while_loop(lambda s: jnp.any(pending(s[0])), write, (c.cursor, c.saved))
+    cursor, saved = plan.while_loop(
+        lambda s: jnp.any(pending(s[0])), write, (c.cursor, c.saved),
+        max_steps=n, buffers=lambda s: s[1], checkpoints=n,
+    )  # fmt: skip
     return c._replace(cursor=cursor, saved=saved)

@@ -20,6 +20,7 @@ from difsim._core import (
     solver_settings,
     state_var,
 )
+from difsim._ensemble._adjoint import AbstractEnsembleAdjoint, make_adjoint
 from difsim._ensemble._field import node, with_point
 from difsim._ensemble._loop import Plan
 from difsim._ensemble._select import controller_for, method_for, unsupported
@@ -40,6 +41,7 @@ def simulate_ensemble(
     dt0: RealScalarLike | None = None,
     max_steps: int | None = None,
     block_size: int | None = None,
+    adjoint: str | AbstractEnsembleAdjoint = "auto",
 ) -> Solution:
     """Solve many trajectories of `model` at once with the ensemble engine.
 
@@ -51,7 +53,15 @@ def simulate_ensemble(
     **Arguments:** as [`simulate`][], plus
     - `points`: `{key: values}`, each of shape `(lanes, *value_shape)` with the same
       number of lanes.
-    - `block_size`: lanes integrated together (default: 1024 on a CPU, all on a GPU).
+    - `block_size`: lanes integrated together (default on a CPU: 256 for a few scalar
+      state variables, fewer for larger states, about 2,048 state entries per block;
+      every lane on a GPU).
+    - `adjoint`: how derivatives pass through the solve: `"auto"` (default: forward mode
+      for at most 6 differentiated scalars, reverse mode above), `"forward"` (one batched
+      forward pass carrying a tangent per differentiated scalar: cheapest for a few
+      parameters or per-lane values), `"checkpoint"` (reverse mode with checkpointed step
+      loops, bounded memory, cost independent of the number of parameters: for many
+      parameters). See "Gradients" in `docs/sweeps.md`.
 
     `solver` is one of `"tsit5"` (default), `"dopri5"`, `"bosh3"`, `"dopri8"`, or
     `"rodas5p"` for stiff models (a Rosenbrock method: one Jacobian and LU per lane and
@@ -59,8 +69,8 @@ def simulate_ensemble(
 
     **Returns:** a [`Solution`][] whose every array has the lanes as leading axis (as
     under `jax.vmap`): `ys[var]` is `(lanes, time, *var_shape)`, `status` is `(lanes,)`.
-    `jax.grad`, `jax.jvp` and `jax.jacfwd` pass through with respect to the model's
-    parameters and the swept values.
+    `jax.grad`, `jax.jvp`, `jax.jacfwd`, `jax.jacrev` and `jax.vmap` pass through with
+    respect to the model's parameters and the swept values.
     """
     if not isinstance(model, Model):
         raise TypeError(
@@ -72,7 +82,12 @@ def simulate_ensemble(
     )
     if (reason := unsupported(settings, model)) is not None:
         raise ValueError(f"simulate_ensemble: {reason}; use jax.vmap(ds.simulate) instead")
-    return run_ensemble(model, check_points(model, points), times, settings, block_size)
+    if block_size is not None and (
+        isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1
+    ):
+        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    adjoint = make_adjoint(adjoint)
+    return run_ensemble(model, check_points(model, points), times, settings, block_size, adjoint)
 
 
 def check_points(model: Model, points: Mapping[str, ArrayLike]) -> dict[str, jax.Array]:
@@ -114,6 +129,7 @@ def run_ensemble(
     times: SaveSpec,
     settings: SolverSettings,
     block_size: int | None = None,
+    adjoint: AbstractEnsembleAdjoint | None = None,
 ) -> Solution:
     """The ensemble solve, everything already checked (what sweeps call under `jit`)."""
     method = method_for(settings)
@@ -126,12 +142,14 @@ def run_ensemble(
     if not jnp.issubdtype(dtype, jnp.inexact):
         dtype = jnp.result_type(float)
     plan = Plan(method, controller_for(settings, method), settings.max_steps, times.final_only)
+    size = sum(int(np.size(v)) for v in values)
     dyn, static = eqx.partition(model, eqx.is_array)
     n = next(iter(points.values())).shape[0]
     dt0 = None if settings.dt0 is None else float(settings.dt0)
     cfg = Config(
         static, state.info, tuple(np.shape(v) for v in values), jnp.dtype(dtype), plan,
-        block_size or default_block(n), dt0,
+        block_size or default_block(n, size), dt0, adjoint or make_adjoint("auto"),
+        block_size or default_block(n, size, reverse=True),
     )  # fmt: skip
     ts = times.save_times()
     t0, t1 = jnp.asarray(times.t0, dtype), jnp.asarray(times.t1, dtype)

@@ -2,12 +2,15 @@
 
 The lanes are cut into blocks (`lax.map` over blocks): a block's working set stays in
 cache on a CPU, and a block whose lanes have all finished stops costing work while the
-other blocks go on. Differentiation is forward mode underneath, whatever the caller
-uses: the Jacobian of every output with respect to the inputs that carry a tangent
-(shared parameters, and each lane's own swept values, which perturb only their own lane)
-is computed in one batched forward pass, then contracted with the tangents. That
-contraction is linear, so `jax.grad` transposes it: reverse mode costs a forward pass
-with one tangent per differentiated scalar, never a stored step history.
+other blocks go on.
+
+Differentiation (`custom_jvp`, with symbolic zeros: the rule sees which inputs carry a
+tangent) follows the solve's adjoint strategy (`_adjoint.py`). Forward: the Jacobian of
+every output with respect to the differentiated scalars (shared parameters, and each
+lane's own swept values, which perturb only their own lane) in one batched forward
+pass, contracted with the tangents; `jax.grad` transposes that contraction. Reverse: the
+tangent map is a `linear_call` that pushes a tangent forward in one forward-mode pass and
+whose transpose pulls a cotangent back through checkpointed step loops.
 """
 
 import dataclasses
@@ -19,9 +22,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.custom_derivatives import SymbolicZero
+from jax.custom_derivatives import SymbolicZero, linear_call
 
 from difsim._core import VarInfo
+from difsim._ensemble._adjoint import AbstractEnsembleAdjoint, AutoAdjoint
 from difsim._ensemble._field import BatchField
 from difsim._ensemble._loop import Plan, solve_block
 
@@ -37,15 +41,52 @@ class Config:
     plan: Plan
     block: int
     dt0: float | None
+    adjoint: AbstractEnsembleAdjoint = AutoAdjoint()
+    reverse_block: int | None = None  # lanes per block of the reverse-mode path
+
+    def reverse(self) -> "Config":
+        """The same solve with checkpointed, reverse-mode differentiable step loops."""
+        checkpoints = self.adjoint.reverse_checkpoints or default_checkpoints(self.plan.max_steps)
+        plan = Plan(
+            self.plan.method, self.plan.controller, self.plan.max_steps,
+            self.plan.final_only, reverse=True, checkpoints=min(checkpoints, self.plan.max_steps),
+        )  # fmt: skip
+        return dataclasses.replace(self, plan=plan, block=self.reverse_block or self.block)
 
 
-def default_block(n: int) -> int:
-    """Lanes per block: on a CPU 256, so that a block's working set stays in a core's L1
-    cache (fastest of 64 ... N in `experiments/benchmarks/bench_ensemble.py --blocks`);
-    on an accelerator, everything at once."""
-    if jax.default_backend() == "cpu":
-        return min(n, 256)
-    return n
+def default_block(n: int, size: int = 1, reverse: bool = False) -> int:
+    """Lanes per block for `n` lanes of a state of `size` entries each.
+
+    On a CPU, a block's working set (state, stages, error estimate: some 20 arrays of
+    `lanes × size` entries) should stay in a core's L1/L2 cache while each of the step's
+    ~20 kernels is still long enough to amortise its fixed cost: about 2,048 entries per
+    array, a power of two between 8 and 256 lanes (`bench_ensemble.py --blocks`: Lorenz,
+    3 entries, fastest at 256; Lorenz-96, 40 entries, at 16–64, where 256 took 2.8x as
+    long). The reverse-mode path, whose backward steps are many more small kernels, takes
+    4x that (256 lanes of Lorenz took 1.4x as long as 1,024). On an accelerator, every
+    lane at once."""
+    if jax.default_backend() != "cpu":
+        return n
+    entries = 8192 if reverse else 2048
+    lanes = 2 ** int(math.floor(math.log2(max(1, entries // max(1, size)))))
+    return min(n, max(8, min(lanes, 1024 if reverse else 256)))
+
+
+def default_checkpoints(max_steps: int) -> int:
+    """Checkpoints of a block's state on the reverse-mode path: equinox's default (as
+    diffrax's `RecursiveCheckpointAdjoint`), about `sqrt(2 max_steps)`, 181 for 16,384.
+
+    Up to that many steps nothing is recomputed, and the gradient is exactly that of the
+    solve's own steps. Beyond, the backward pass recomputes steps from the checkpoints in
+    another compiled program, whose rounding may differ in the last bits; the error
+    estimate of a step amplifies that (it is a difference of nearly equal stages), an
+    accept or a step size can then differ, and the gradient becomes that of a neighbouring
+    sequence of steps: right to about the solver's accuracy, not to rounding (1e-9 in
+    float64 at rtol 1e-10 on Lorenz, but 1e-2 in float32 at rtol 1e-6, measured). Fewer
+    checkpoints are faster (32 took 0.45x the time of 181 on Lorenz), at that price."""
+    if max_steps <= 1:
+        return 1
+    return math.floor(-1.5 + math.sqrt(2 * max_steps + 0.25)) + 1
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
@@ -70,8 +111,25 @@ def _blocks(cfg: Config, dyn, points: dict, times: tuple) -> tuple[dict, dict]:
 
     t0, t1, ts = times
     run = lambda p: solve_block(field, cfg.plan, p, t0, t1, ts, cfg.dt0)  # noqa: E731
+    if cfg.plan.reverse and count * _checkpoint_bytes(cfg, size) > REMAT_BYTES:
+        # The backward pass recomputes one block at a time (one more forward solve): the
+        # memory is then one block's checkpoints, not every block's.
+        run = jax.checkpoint(run)
     out = jax.lax.map(run, {k: blocked(v) for k, v in points.items()})
     return jax.tree.map(lambda x: x.reshape(count * size, *x.shape[2:])[:n], out)
+
+
+# Above this many bytes of checkpoints for all blocks together, the reverse-mode path keeps
+# one block's at a time instead (and recomputes each block's forward solve).
+REMAT_BYTES = 2**28
+
+
+def _checkpoint_bytes(cfg: Config, lanes: int) -> int:
+    """Bytes of one block's checkpoints: per checkpoint, each lane's state and carried
+    derivative, its two times and five counters."""
+    size = sum(math.prod(s) for s in cfg.shapes)
+    per_lane = (2 * size + 2) * cfg.dtype.itemsize + 5 * 4
+    return cfg.plan.checkpoints * lanes * per_lane
 
 
 def _is_zero(t) -> bool:
@@ -95,29 +153,61 @@ def _solve_jvp(cfg: Config, primals, tangents):
         return out, _zero_tangents(out)
     n = next(iter(points.values())).shape[0]
 
-    def f(live_leaves, live_points):
+    def f(cfg, live_leaves, live_points):
         full = list(leaves)
         for i, leaf in zip(live, live_leaves):
             full[i] = leaf
         return _blocks(cfg, jax.tree.unflatten(treedef, full), {**points, **live_points}, times)
 
     args = ([leaves[i] for i in live], {k: points[k] for k in keys})
+    t_args = ([t_leaves[i] for i in live], {k: t_points[k] for k in keys})
+    count = sum(int(np.size(x)) for x in args[0])
+    count += sum(int(np.prod(v.shape[1:], dtype=int)) for v in args[1].values())
+    if cfg.adjoint.reverse(count):
+        return _reverse_jvp(cfg, f, args, t_args)
+    return _forward_jvp(cfg, f, args, t_args, n)
+
+
+def _forward_jvp(cfg: Config, f, args, t_args, n: int):
+    """The Jacobian with respect to every differentiated scalar in one batched forward
+    pass, contracted with the tangents `t_args`."""
     basis, count = _basis(args, n)
     # One loop computes the primal once and every tangent beside it: the primal does not
     # depend on the direction, so vmap leaves it unbatched (out_axes=None).
-    out, (jac, _) = jax.vmap(lambda d: jax.jvp(f, args, d), out_axes=(None, 0))(basis)
-    coef_shared = [jnp.ravel(t_leaves[i]) for i in live]
-    coef_lane = [jnp.reshape(t_points[k], (n, -1)) for k in keys]
-    d_shared = count
+    run = lambda d: jax.jvp(lambda *a: f(cfg, *a), args, d)  # noqa: E731
+    out, (jac, _) = jax.vmap(run, out_axes=(None, 0))(basis)
+    coef_shared = [jnp.ravel(t) for t in t_args[0]]
+    coef_lane = [jnp.reshape(t, (n, -1)) for t in t_args[1].values()]
     t_ys = {}
     for var, j in jac.items():
         total = jnp.zeros_like(out[0][var])
         if coef_shared:
-            total += jnp.tensordot(jnp.concatenate(coef_shared).astype(j.dtype), j[:d_shared], 1)
+            total += jnp.tensordot(jnp.concatenate(coef_shared).astype(j.dtype), j[:count], 1)
         if coef_lane:
             c = jnp.concatenate(coef_lane, axis=1).astype(j.dtype)
-            total += jnp.einsum("nd,dn...->n...", c, j[d_shared:])
+            total += jnp.einsum("nd,dn...->n...", c, j[count:])
         t_ys[var] = total
+    return out, (t_ys, _zero_tangents(out)[1])
+
+
+def _reverse_jvp(cfg: Config, f, args, t_args):
+    """The primal from a forward pass through the checkpointed step loops, which keeps
+    what the backward pass needs, and the tangent map as a `linear_call`: transposed
+    (`jax.grad`), it pulls the cotangent back through those loops, whatever the number of
+    differentiated scalars; evaluated (`jax.jvp`), it pushes the tangent forward in one
+    forward-mode pass."""
+    out_ys, pullback, stats = jax.vjp(lambda *a: f(cfg.reverse(), *a), *args, has_aux=True)
+
+    def push(residuals, tangents):
+        primals, _ = residuals
+        return jax.jvp(lambda *a: f(cfg, *a)[0], primals, tangents)[1]
+
+    def pull(residuals, cotangent):
+        _, pullback = residuals
+        return pullback(cotangent)
+
+    t_ys = linear_call(push, pull, (args, pullback), t_args)
+    out = (out_ys, stats)
     return out, (t_ys, _zero_tangents(out)[1])
 
 

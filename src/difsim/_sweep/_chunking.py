@@ -18,8 +18,10 @@ from difsim._sweep._store import ChunkStore
 
 MIN_CHUNK = 1024  # trajectories: below this, per-call overhead starts to show
 # The ensemble engine works through a chunk in cache-sized blocks itself: its chunks are
-# large, balanced and few (~1.5 ms of host work per chunk; bench_ensemble.py, sweep vs
-# engine), yet small enough for a resume to lose little.
+# large, balanced and few (each chunk costs host work: placing its points, fetching and
+# storing its results), yet, when they are stored or shown as progress, small enough for a
+# resume to lose little and for the bar to move. A sweep held in memory without a bar has
+# neither need: its chunks are as large as the memory budget allows.
 ENSEMBLE_CHUNK = 65536
 TARGET_CHUNKS = 32  # aim for this many chunks: progress and resume granularity
 _STAGES = 16  # generous bound on a solver's stages (Dopri8 has 13 — 16 covers any named one)
@@ -72,6 +74,7 @@ def choose_chunk_size(
     *,
     cpu: bool = False,
     ensemble: bool = False,
+    in_memory: bool = False,
 ) -> int:
     """Trajectories per chunk: `chunk_size` if given, else `min(budget / per_traj,
     max(1024, n / 32), n)`; always a multiple of `n_devices` (rounded up).
@@ -80,13 +83,15 @@ def choose_chunk_size(
     in bytes. On CPU (`cpu=True`) at most 1024 per device: a vmapped solve's working set
     then stays in cache, 2–5x faster per trajectory than large chunks (docs/sweeps.md,
     scaling). With the ensemble engine (`ensemble=True`), as few balanced chunks of at
-    most `ENSEMBLE_CHUNK` per device as the budget allows."""
+    most `ENSEMBLE_CHUNK` per device as the budget allows; with nothing stored or shown
+    per chunk (`in_memory=True`), as few balanced chunks as the budget allows."""
     if chunk_size is not None:
         return _round_up(int(chunk_size), n_devices)
     cap = max(n_devices, budget // per_traj // n_devices * n_devices)
     if ensemble:
-        count = math.ceil(n / (ENSEMBLE_CHUNK * n_devices))
-        return min(cap, _round_up(math.ceil(n / count), n_devices))
+        most = cap if in_memory else min(cap, ENSEMBLE_CHUNK * n_devices)
+        count = math.ceil(n / most)
+        return _round_up(math.ceil(n / count), n_devices)
     target = _round_up(max(MIN_CHUNK, math.ceil(n / TARGET_CHUNKS)), n_devices)
     if cpu:
         target = min(target, MIN_CHUNK * n_devices)
@@ -102,6 +107,7 @@ def plan_chunking(
     n_devices: int,
     store: StoreLocation | None,
     ensemble: bool = False,
+    in_memory: bool = False,
 ) -> Chunking:
     """The chunking of a sweep of `n_points` on `n_devices` (of `devices`, or all):
     [`choose_chunk_size`][]; but when `chunk_size` is `None` and `store` holds the
@@ -109,8 +115,9 @@ def plan_chunking(
     that size, so the stored chunks can be resumed on another device count."""
     cpu = all(d.platform == "cpu" for d in (devices or jax.devices()))
     size = choose_chunk_size(
-        n_points, n_devices, per_traj, budget, chunk_size, cpu=cpu, ensemble=ensemble
-    )
+        n_points, n_devices, per_traj, budget, chunk_size, cpu=cpu, ensemble=ensemble,
+        in_memory=in_memory,
+    )  # fmt: skip
     old = ChunkStore.peek_chunk_size(store)
     if chunk_size is None and old is not None and old != size and old % n_devices == 0:
         size = old

@@ -77,7 +77,10 @@ class OutputLayout:
 
 def status_counts(status: np.ndarray) -> dict[int, int]:
     """`{status code: count}` of the codes present."""
-    codes, counts = np.unique(np.asarray(status), return_counts=True)
+    status = np.asarray(status).ravel()
+    if status.size and status.min() >= 0:  # the codes are small: one counting pass
+        return {code: int(n) for code, n in enumerate(np.bincount(status)) if n}
+    codes, counts = np.unique(status, return_counts=True)
     return {int(c): int(n) for c, n in zip(codes, counts)}
 
 

@@ -39,6 +39,13 @@ class _Static:
     keep: KeepPlan
     engine: str
     progress: bool  # report model time from inside the solves (docs: "Progress and logging")
+    _hash: int | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            fields = (self.model, self.keys, self.save, self.solver, self.keep, self.engine)
+            return hash((*fields, self.progress))
+        return self._hash
 
 
 def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
@@ -108,25 +115,19 @@ def run_chunks(
     one finishes, in order. `progress`: the solves report their model time (a host
     callback; the diffrax engine only)."""
     run = _compiled(mesh, setup.engine)
-    rep, batch = NamedSharding(mesh, PartitionSpec()), dist.batch_sharding(mesh)
-    model_dyn, model_static = eqx.partition(model, eqx.is_array)
-    place = lambda x: None if x is None else dist.to_global(np.asarray(x), rep)  # noqa: E731
-    model_dyn = jax.tree.map(place, model_dyn)
-    times, dtype = setup.times, setup.dtype
-    # The checked times as arrays of the run's dtype on every device: `tree.map` swaps the
-    # leaves without running `SaveSpec.__init__` (no second check).
-    save = jax.tree.map(lambda v: place(np.asarray(v, dtype)), setup.save)
-    leaves, treedef = jax.tree.flatten(model_static)
-    static = _Static((treedef, tuple(leaves)), spec.keys, times.save, setup.solver, setup.plan,
-                     setup.engine, progress and setup.engine != "ensemble")  # fmt: skip
+    progress = progress and setup.engine != "ensemble"
+    model_dyn, save, static, batch = _placed(model, spec, setup, mesh, progress)
+    dtype = setup.dtype
     dtypes = {name: dt for name, (_, _, dt, _) in setup.layout.variables.items()}
     size = chunking.size
 
     def launch(i):
         n, start = chunking.length(i), chunking.start(i)
         pts = spec.points(start, start + n, dtype)
-        # The last chunk is padded by repeating its last point: one compiled shape.
-        pts = {k: np.concatenate([v, np.repeat(v[-1:], size - n, axis=0)]) for k, v in pts.items()}
+        if n < size:  # the last chunk is padded by repeating its last point: one shape
+            pts = {
+                k: np.concatenate([v, np.repeat(v[-1:], size - n, axis=0)]) for k, v in pts.items()
+            }
         pts = {k: dist.to_global(v, batch) for k, v in pts.items()}
         return run(model_dyn, save, pts, static)
 
@@ -148,3 +149,29 @@ def run_chunks(
         pending = launched
     if pending is not None:
         fetch(*pending)
+
+
+def _placed(model: Model, spec: AbstractSweep, setup: SweepSetup, mesh: Mesh, progress: bool):
+    """`(model_dyn, save, static, batch)`: the model's arrays and the save times
+    replicated on every device of `mesh`, the compiled function's static argument and the
+    points' sharding. Made once per setup, mesh and `progress`: a repeated sweep (same
+    setup, so the same model values) reuses them."""
+    key = ("placed", mesh, spec.keys, progress)
+    if key in setup.memo:
+        return setup.memo[key]
+    rep = NamedSharding(mesh, PartitionSpec())
+    model_dyn, model_static = eqx.partition(model, eqx.is_array)
+    place = lambda x: None if x is None else dist.to_global(np.asarray(x), rep)  # noqa: E731
+    model_dyn = jax.tree.map(place, model_dyn)
+    # The checked times as arrays of the run's dtype on every device: `tree.map` swaps the
+    # leaves without running `SaveSpec.__init__` (no second check).
+    save = jax.tree.map(lambda v: place(np.asarray(v, setup.dtype)), setup.save)
+    leaves, treedef = jax.tree.flatten(model_static)
+    static = _Static(
+        (treedef, tuple(leaves)), spec.keys, setup.times.save, setup.solver, setup.plan,
+        setup.engine, progress,
+    )  # fmt: skip
+    # jit hashes its static argument on every call: hash the fields once.
+    object.__setattr__(static, "_hash", hash(static))
+    setup.memo[key] = model_dyn, save, static, dist.batch_sharding(mesh)
+    return setup.memo[key]

@@ -5,9 +5,13 @@ memory of one trajectory)."""
 import dataclasses
 import json
 import logging
+from collections.abc import Hashable
+from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+import xarray as xr
 
 from difsim import solvers
 from difsim._core import (
@@ -30,6 +34,7 @@ from difsim._sweep._layout import (
     settings_hash,
     sweep_attrs,
 )
+from difsim._sweep._memo import LRU, Unkeyable, freeze
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
 from difsim._sweep._resources import check_sweep_resources
@@ -47,7 +52,13 @@ class SweepSetup:
     (checked and resolved), `dtype` (the run's floating
     dtype, from the model's state), `plan` (what is kept), `layout` (the Dataset's shape
     and attributes, `sweep_hash` included), `settings` (`{name: text}` of everything that
-    determines the results), `per_traj` (estimated bytes of one trajectory in a chunk).
+    determines the results), `per_traj` (estimated bytes of one trajectory in a chunk),
+    `engine` (`"ensemble"` or `"diffrax"`), `fallback` (why `engine="auto"` did not take
+    the ensemble engine, or `None`) and `outputs` (the kept quantities).
+
+    A setup is reused by every repeat of the same sweep (see [`prepare`][]): treat it as
+    read-only. `memo` holds what its runs derive from it once (inputs placed on the
+    devices, the Dataset's template).
     """
 
     times: SweepTimes
@@ -59,15 +70,51 @@ class SweepSetup:
     settings: dict[str, str]
     per_traj: int
     engine: str = "diffrax"
+    fallback: str | None = None
+    outputs: tuple = ()  # the kept quantities (`Output`s)
+    memo: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def sweep_hash(self) -> str:
         """The hash of `settings`: identifies the sweep's result."""
         return self.layout.attrs["sweep_hash"]
 
+    def dataset(self, arrays: dict[str, np.ndarray]) -> xr.Dataset:
+        """The Dataset of flat `arrays` (`{name: (size, *tail)}`), as
+        `layout.to_dataset(arrays)` builds it, but from a template built once: `arrays`
+        become its variables without a copy, the attributes are the caller's own copy, and
+        so are the coordinates that are not indexes (indexes are immutable)."""
+        template = self.memo.get("dataset")
+        if template is None:
+            # Variables of zero-stride views: the template holds no data of its own.
+            empty = {
+                name: np.broadcast_to(np.zeros((), dtype), (self.layout.size, *tail))
+                for name, (_, tail, dtype, _) in self.layout.variables.items()
+            }
+            template = self.memo["dataset"] = self.layout.to_dataset(empty)
+        shapes = {k: template.variables[k].shape for k in arrays}
+        out = template.copy(deep=False, data={k: v.reshape(shapes[k]) for k, v in arrays.items()})
+        for name in out.coords:
+            if name not in out.xindexes:
+                variable = out.variables[name]
+                variable.data = variable.values.copy()
+        return out
+
+
+# Setups of recent sweeps, keyed on everything `prepare` reads (values by content). Only
+# sweeps of up to CACHED_POINTS points are kept: for those the preparation is a visible
+# share of the run (a few % at 1e4–1e5 Lorenz points), beyond it is not, and the cache
+# would hold their coordinates.
+_SETUPS: LRU[SweepSetup] = LRU(8)
+CACHED_POINTS = 2**17
+
 
 def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSetup:
     """Check `model`, `spec` and `options` against each other; nothing is compiled.
+
+    A repeat of a recent sweep — equal model (values included), points and settings —
+    gets the setup prepared the first time: the checks passed then, and every derived
+    value (layout, attributes, hash) would come out the same.
 
     **Raises:** `TypeError` for a `model` or `spec` of the wrong kind; `ValueError` naming
     the culprit for a key, time, solver or `keep` that does not fit.
@@ -79,6 +126,46 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
             "sweep expects a spec (ds.GridSweep, ds.ZipSweep or ds.RandomSweep), got "
             f"{type(spec).__name__}"
         )
+    key = _setup_key(model, spec, options) if spec.size <= CACHED_POINTS else None
+    setup, hit = _SETUPS.get(key, lambda: _prepare(model, spec, options))
+    if hit:  # what the machine has room for now, and this call's output and chunking
+        n_saved, dtype = setup.times.n_saved, setup.dtype
+        check_sweep_resources(model, spec, setup.outputs, n_saved, dtype, options)
+    if setup.fallback:
+        logger.info("sweep: the diffrax engine runs this sweep (%s)", setup.fallback)
+    return setup
+
+
+# Options that do not shape a setup (where results go, how they are chunked, run and
+# shown); every other option is part of the cache key, new ones included.
+_RUNTIME_OPTIONS = frozenset(
+    {"chunk_size", "memory_budget", "devices", "output", "store", "resume", "overwrite",
+     "progress", "on_chunk"}
+)  # fmt: skip
+
+
+def _setup_key(model: Model, spec: AbstractSweep, options: SweepOptions) -> Hashable | None:
+    """What [`prepare`][] reads, as a content key; `None` (do not cache) if some input has
+    none. The precision switch is in it: it decides the run's dtype."""
+    given = {
+        f.name: getattr(options, f.name)
+        for f in dataclasses.fields(options)
+        if f.name not in _RUNTIME_OPTIONS
+    }
+    try:
+        return (
+            freeze(model),
+            (type(spec), repr(spec), spec.dims, spec.shape, spec.fingerprint(np.float64)),
+            freeze(spec.describe()),
+            freeze(given),
+            bool(jax.config.jax_enable_x64),
+        )
+    except Unkeyable:
+        return None
+
+
+def _prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSetup:
+    """[`prepare`][] itself, uncached."""
     spec.check(model)
     save = SaveSpec(t0=options.t0, t1=options.t1, save=options.save)  # every time check
     times = SweepTimes(
@@ -113,14 +200,26 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
     attrs["sweep_settings"] = json.dumps(described, sort_keys=True)
     layout = build_layout(model, spec, outputs, plan, times, dtype, attrs)
     per_traj = bytes_per_trajectory(model, outputs, times.n_saved, dtype)
-    return SweepSetup(times, save, solver, dtype, plan, layout, described, per_traj, engine)
+    return SweepSetup(
+        times,
+        save,
+        solver,
+        dtype,
+        plan,
+        layout,
+        described,
+        per_traj,
+        engine,
+        fallback,
+        tuple(outputs),
+    )
 
 
 def choose_engine(
     requested: str, settings: SolverSettings, model: Model | None = None
 ) -> tuple[str, str | None]:
     """`(engine, why not the ensemble engine)` for `engine=requested`: `"auto"` takes the
-    ensemble engine whenever it supports the solve, and logs why when it does not.
+    ensemble engine whenever it supports the solve ([`prepare`][] logs why when not).
 
     **Raises:** `ValueError` for `"ensemble"` with a solve it does not support.
     """
@@ -131,7 +230,6 @@ def choose_engine(
         return "ensemble", None
     if requested == "ensemble":
         raise ValueError(f"engine='ensemble' cannot run this sweep: {reason}; use engine='auto'")
-    logger.info("sweep: the diffrax engine runs this sweep (%s)", reason)
     return "diffrax", reason
 
 

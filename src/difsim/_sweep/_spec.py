@@ -124,6 +124,8 @@ class GridSweep(AbstractSweep):
     shape = property(lambda self: tuple(v.size for v in self.values.values()))
 
     def points(self, start, stop, dtype):
+        if len(self.values) == 1:  # one key: the points are its values
+            return {k: v[start:stop].astype(dtype) for k, v in self.values.items()}
         index = np.unravel_index(np.arange(start, stop), self.shape)
         return {k: v.astype(dtype)[i] for (k, v), i in zip(self.values.items(), index)}
 

@@ -8,6 +8,7 @@ and assembles the Dataset.
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import time
@@ -187,13 +188,14 @@ def run_sweep(
         return dataset, SweepReport(**report)
     start = time.perf_counter()
     setup = prepare(model, spec, options)
-    mesh = dist.batch_mesh(options.devices)
+    mesh = _mesh(tuple(jax.devices()) if options.devices is None else options.devices)
     writer, output = dist.is_writer(), options.output
     location = None if output is None else StoreLocation.of(output, options.store)
     chunking = plan_chunking(
         spec.size, setup.per_traj, options.chunk_size, options.memory_budget,
         options.devices, mesh.devices.size, location if writer else None,
         ensemble=setup.engine == "ensemble",
+        in_memory=_in_memory(options),
     )  # fmt: skip
     # Every process has the store: each writes its share of the chunks (`ChunkStore.join`).
     store = None if output is None else _chunk_store(output, location, setup, chunking)
@@ -232,7 +234,7 @@ def _run_prepared(model, spec, options, setup, mesh, chunking, done, store, star
     todo, arrays = _compute(model, spec, setup, options, mesh, chunking, done, store)
     if output is None:
         counts = status_counts(arrays["status"])
-        dataset = setup.layout.to_dataset(arrays)
+        dataset = setup.dataset(arrays)
         dataset.attrs.update(count_attrs(counts))
         return dataset, report(len(done), todo, counts)
     dist.barrier("difsim-sweep-stored")  # every chunk is in the store, whoever wrote it
@@ -240,6 +242,12 @@ def _run_prepared(model, spec, options, setup, mesh, chunking, done, store, star
         return None, report(len(done), todo, {})
     counts = store.assemble()
     return _open(output), report(len(done), todo, counts)
+
+
+@functools.lru_cache(maxsize=8)
+def _mesh(devices: tuple[jax.Device, ...]) -> Mesh:
+    """The batch mesh over `devices` (checked by `batch_mesh`), built once per device set."""
+    return dist.batch_mesh(devices)
 
 
 def _chunk_store(
@@ -288,6 +296,13 @@ def _compute(
         run_chunks(model, spec, setup, mesh, chunking, todo, finished, progress=inside)
         task.finish()
     return todo, arrays
+
+
+def _in_memory(options: SweepOptions) -> bool:
+    """Whether nothing is stored or reported chunk by chunk: no output, no progress (a long
+    sweep's progress moves chunk by chunk), one process (processes must agree on the
+    chunking)."""
+    return options.output is None and options.progress is False and jax.process_count() == 1
 
 
 def _open(path: Path) -> xr.Dataset:

@@ -1,0 +1,166 @@
+"""How the ensemble engine is differentiated: strategy objects chosen with `adjoint=`.
+
+Whatever the strategy, `jax.jvp`, `jax.jacfwd`, `jax.grad`, `jax.vjp`, `jax.jacrev` and
+`jax.vmap` of any of them pass through. The strategies differ in what a derivative costs:
+
+- [`ForwardAdjoint`][] (`"forward"`): one batched forward pass carries one tangent per
+  differentiated scalar (a shared parameter's element, or an element of the swept values:
+  lanes are independent, so one tangent covers every lane) beside the solve, giving the
+  Jacobian; a tangent or cotangent is then contracted with it. Memory and time grow
+  with the number of differentiated scalars `P`: about `1 + 0.9 P` solves.
+- [`CheckpointAdjoint`][] (`"checkpoint"`): reverse mode. A cotangent is pulled back
+  through step loops that keep `checkpoints` copies of a block's state and recompute the
+  steps in between: time about 4–8 solves whatever `P`, memory bounded (`checkpoints`
+  copies of each block's state, one block at a time for large ensembles). (A tangent,
+  for `jax.jvp`, is pushed forward in one forward-mode pass.)
+- [`AutoAdjoint`][] (`"auto"`, the default): forward when `P <= max_forward`, else reverse.
+
+The choice is made where JAX differentiates the solve (its `custom_jvp` rule), which
+knows which inputs carry a tangent: a gradient with respect to two parameters of a model
+with a thousand goes forward.
+"""
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax._src import core as _jax_core
+from jax._src.custom_derivatives import linear_call_p as _linear_call_p
+from jax._src.interpreters import batching as _batching
+from jax.custom_derivatives import linear_call
+
+
+class AbstractEnsembleAdjoint(eqx.Module):
+    """How to differentiate an ensemble solve. `reverse(count)`: whether a derivative
+    with respect to `count` scalars (shared elements plus per-lane elements) goes through
+    the reverse-mode path."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def reverse(self, count: int) -> bool: ...
+
+    @property
+    def reverse_checkpoints(self) -> int | None:
+        """Checkpoints per block of the reverse-mode path (`None`: equinox's default)."""
+        return getattr(self, "checkpoints", None)
+
+
+def _check_checkpoints(checkpoints) -> None:
+    if checkpoints is not None and (
+        isinstance(checkpoints, bool) or not isinstance(checkpoints, int) or checkpoints < 1
+    ):
+        raise ValueError(f"checkpoints must be a positive int or None, got {checkpoints!r}")
+
+
+class ForwardAdjoint(AbstractEnsembleAdjoint):
+    """Forward mode: the Jacobian with respect to the differentiated scalars in one
+    batched forward pass, then contracted. Cheapest for a few scalars."""
+
+    name: ClassVar[str] = "forward"
+
+    def reverse(self, count: int) -> bool:
+        return False
+
+
+class CheckpointAdjoint(AbstractEnsembleAdjoint):
+    """Reverse mode with checkpointing: bounded memory (`checkpoints` copies of a block's
+    state, default about `sqrt(2 max_steps)`: 181 for 16,384; blocks one at a time when
+    all of them would need more than 256 MiB), cost independent of the number of
+    differentiated scalars. For models with many parameters.
+
+    A solve of more steps than checkpoints recomputes steps on the backward pass, in
+    another compiled program: rounding may then differ, so may a step's accept or size,
+    and the gradient is that of a neighbouring sequence of steps, right to about the
+    solver's accuracy (see `default_checkpoints` in `_solve.py`)."""
+
+    name: ClassVar[str] = "checkpoint"
+    checkpoints: int | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        _check_checkpoints(self.checkpoints)
+
+    def reverse(self, count: int) -> bool:
+        return True
+
+
+# A reverse-mode gradient costs about as much as forward mode with this many tangents
+# (bench_ensemble.py, gradients: Lorenz with 1, 2 and 6 differentiated scalars, forward
+# 1.9x, 2.6x and 8.1x its forward solve; reverse 6–8x whatever the number).
+DEFAULT_MAX_FORWARD = 6
+
+
+class AutoAdjoint(AbstractEnsembleAdjoint):
+    """Forward mode for at most `max_forward` differentiated scalars, reverse mode with
+    checkpointing (`checkpoints` as [`CheckpointAdjoint`][]'s) above; the default
+    `max_forward` is about where the two cost the same."""
+
+    name: ClassVar[str] = "auto"
+    max_forward: int = eqx.field(static=True, default=DEFAULT_MAX_FORWARD)
+    checkpoints: int | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        _check_checkpoints(self.checkpoints)
+        if isinstance(self.max_forward, bool) or not isinstance(self.max_forward, int):
+            raise ValueError(f"max_forward must be an int, got {self.max_forward!r}")
+
+    def reverse(self, count: int) -> bool:
+        return count > self.max_forward
+
+
+ADJOINTS: dict[str, type[AbstractEnsembleAdjoint]] = {
+    cls.name: cls for cls in (AutoAdjoint, ForwardAdjoint, CheckpointAdjoint)
+}
+
+
+def make_adjoint(adjoint: "str | AbstractEnsembleAdjoint") -> AbstractEnsembleAdjoint:
+    """An adjoint from its name (`"auto"`, `"forward"`, `"checkpoint"`) or as given.
+
+    **Raises:** `ValueError` naming the choices for anything else.
+    """
+    if isinstance(adjoint, AbstractEnsembleAdjoint):
+        return adjoint
+    if isinstance(adjoint, str) and adjoint in ADJOINTS:
+        return ADJOINTS[adjoint]()
+    raise ValueError(
+        f"adjoint must be one of {', '.join(repr(k) for k in ADJOINTS)} or an ensemble "
+        f"adjoint object, got {adjoint!r}"
+    )
+
+
+def _batch_linear_call(axis_data, args, dims, *, callee, transpose_thunk, **params):
+    """vmap of JAX's `linear_call` primitive, which has no batching rule of its own (jax
+    0.10): the batched call is another `linear_call`, of the map and of its transpose each
+    vmapped. Residuals keep their batching (a residual that is not batched, such as the
+    checkpoints of a solve, is not copied per batch element); linear inputs and outputs
+    are all batched. Needed for `jax.jacfwd` and `jax.vmap(jax.grad(...))` through the
+    reverse-mode path."""
+    if all(d is None for d in dims):
+        out = _linear_call_p.bind(*args, callee=callee, transpose_thunk=transpose_thunk, **params)
+        return out, [None] * len(out)
+    size = axis_data.size
+    n_fixed = params["num_callee_consts"] + params["num_res"]
+    fixed, fixed_axes = args[:n_fixed], list(dims[:n_fixed])
+    lin = [
+        jnp.broadcast_to(a, (size, *jnp.shape(a))) if d is None else jnp.moveaxis(a, d, 0)
+        for a, d in zip(args[n_fixed:], dims[n_fixed:])
+    ]
+    n_consts = params["num_callee_consts"]
+
+    def forward(fixed, x):
+        run = lambda fixed, x: _jax_core.jaxpr_as_fun(callee)(*fixed, *x)  # noqa: E731
+        return jax.vmap(run, in_axes=(fixed_axes, 0))(fixed, x)
+
+    def transpose(fixed, ct):
+        jaxpr, t_consts = transpose_thunk()
+        run = lambda res, ct: _jax_core.jaxpr_as_fun(jaxpr)(*t_consts, *res, *ct)  # noqa: E731
+        return jax.vmap(run, in_axes=(fixed_axes[n_consts:], 0))(fixed[n_consts:], list(ct))
+
+    out = linear_call(forward, transpose, list(fixed), lin)
+    return out, [0] * len(out)
+
+
+if _linear_call_p not in _batching.fancy_primitive_batchers:
+    _batching.fancy_primitive_batchers[_linear_call_p] = _batch_linear_call

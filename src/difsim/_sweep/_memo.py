@@ -1,0 +1,91 @@
+"""Keys for reusing what a repeated sweep already prepared.
+
+A sweep's preparation (checks, solver objects, the output's layout and attributes, the
+settings hash) costs milliseconds of host work; a notebook or an outer loop that runs the
+same sweep again pays it every time. [`freeze`][] turns the inputs of that preparation
+into a hashable key that compares equal exactly when the inputs are equal — array values
+by content, never by identity — so a cache keyed on it can never hand back a stale result.
+Inputs of a kind it does not know are refused (`Unkeyable`) and simply not cached.
+"""
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from pathlib import PurePath
+from typing import Any, Generic, TypeVar
+
+import equinox as eqx
+import jax
+import numpy as np
+
+_V = TypeVar("_V")
+
+
+class Unkeyable(TypeError):
+    """An input with no content key (an arbitrary object): the result is not cached."""
+
+
+_SCALARS = (str, bytes, int, float, complex, bool, type(None), np.generic)
+
+
+def freeze(value: Any) -> Hashable:
+    """A hashable key of `value` that is equal for equal contents.
+
+    Scalars are keyed with their type (`1`, `1.0` and `True` differ); arrays (NumPy or
+    JAX) by dtype, shape and a SHA-256 of their bytes; mappings, lists and tuples item by
+    item (mapping order kept: it is the order of the output's attributes); equinox modules
+    (models, diffrax solvers and controllers) by their tree structure — which holds their
+    static fields — and their leaves.
+
+    **Raises:** `Unkeyable` for anything else, or a static field that is not hashable.
+    """
+    if isinstance(value, _SCALARS):
+        return (type(value), value)
+    if isinstance(value, np.ndarray | jax.Array):
+        array = np.asarray(value)
+        if array.dtype == object:
+            raise Unkeyable("an object array")
+        digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).digest()
+        return ("array", array.dtype.str, array.shape, digest)
+    if isinstance(value, eqx.Module):
+        leaves, treedef = jax.tree.flatten(value)
+        try:
+            hash(treedef)
+        except TypeError as e:
+            raise Unkeyable(f"a {type(value).__name__} with an unhashable field") from e
+        return ("module", treedef, tuple(freeze(leaf) for leaf in leaves))
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(freeze(v) for v in value))
+    if isinstance(value, Mapping):
+        return ("mapping", tuple((freeze(k), freeze(v)) for k, v in value.items()))
+    if isinstance(value, PurePath):
+        return ("path", str(value))
+    raise Unkeyable(f"no content key for a {type(value).__name__}")
+
+
+class LRU(Generic[_V]):
+    """A small least-recently-used map: `get(key, make)` returns `(value, hit)`: the value
+    stored under `key` and `True`, or `make()` (stored) and `False`. A `key` of `None`
+    means "do not cache"."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._items: OrderedDict[Hashable, _V] = OrderedDict()
+
+    def get(self, key: Hashable | None, make: Callable[[], _V]) -> tuple[_V, bool]:
+        if key is None:
+            return make(), False
+        if key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key], True
+        value = make()
+        self._items[key] = value
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+        return value, False
+
+    def clear(self) -> None:
+        self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
