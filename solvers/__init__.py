@@ -6,7 +6,8 @@ without import cycles. Every name a config may use is listed in [`SOLVERS`][],
 [`CONTROLLERS`][] and [`ADJOINTS`][]; each entry builds a diffrax object. The PDE steppers
 ([`ETDRK4`][], [`CrankNicolson`][], [`BackwardEuler`][]) are diffrax solvers for a
 `MultiTerm(non-stiff, linear stiff)`; [`newton_krylov`][] makes an implicit solver
-matrix-free; [`Rodas5P`][] is a Rosenbrock method for small stiff systems.
+matrix-free; [`Rodas5P`][] is a Rosenbrock method for small stiff systems; [`StageNewton`][]
+solves the stages of the named implicit solvers (its `kappa` is their `root_tol`).
 """
 
 from difsim.solvers._etdrk4 import ETDRK4 as ETDRK4
@@ -21,6 +22,7 @@ from difsim.solvers._registry import (
     ADJOINT_DESCRIPTIONS as ADJOINT_DESCRIPTIONS,
     ADJOINTS as ADJOINTS,
     CONTROLLERS as CONTROLLERS,
+    DEFAULT_ROOT_TOL as DEFAULT_ROOT_TOL,
     SOLVERS as SOLVERS,
     SolverInfo as SolverInfo,
     make_adjoint as make_adjoint,
@@ -31,3 +33,4 @@ from difsim.solvers._registry import (
 )
 from difsim.solvers._rosenbrock import Rodas5P as Rodas5P
 from difsim.solvers._spectral_term import SpectralODETerm as SpectralODETerm
+from difsim.solvers._stage_newton import StageNewton as StageNewton

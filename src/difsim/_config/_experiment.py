@@ -79,6 +79,7 @@ class SolverSpec:
     max_steps: int
     adjoint: str
     dtype: str
+    root_tol: float | None = None
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `simulate`/`sweep`: solver, tolerances and step control."""
@@ -89,6 +90,7 @@ class SolverSpec:
             dt0=self.dt0,
             controller=self.controller,
             max_steps=self.max_steps,
+            root_tol=self.root_tol,
         )
 
 

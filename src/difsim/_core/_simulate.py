@@ -38,6 +38,7 @@ def simulate(
     dt0: RealScalarLike | None = None,
     controller: str | dfx.AbstractStepSizeController | None = None,
     max_steps: int | None = None,
+    root_tol: float | None = None,
     adjoint: str | dfx.AbstractAdjoint = "checkpoint",
     event: Event | Callable | None = None,
     throw: bool = True,
@@ -68,6 +69,9 @@ def simulate(
       has an error estimate).
     - `max_steps`: most steps before the solve gives up with `Status.MAX_STEPS` (default
       16384).
+    - `root_tol`: how exactly a named implicit solver (`"kvaerno5"`, ...) solves its
+      stages: their estimated error as a fraction of the step's error allowance (default
+      0.01; see `difsim.solvers.StageNewton`). Only for named implicit solvers.
 
     Arguments left as `None` take the model's `solver_defaults`, then difsim's defaults.
     - `adjoint`: how `jax.grad` differentiates the solve: `"checkpoint"` (reverse mode with
@@ -90,7 +94,8 @@ def simulate(
     if not isinstance(model, Model):
         raise TypeError(f"simulate expects a difsim.Model instance, got {type(model).__name__}")
     times = _save_spec(t, t0=t0, t1=t1, save=save)
-    given = dict(controller=controller, dt0=dt0, rtol=rtol, atol=atol, max_steps=max_steps)
+    given = dict(controller=controller, dt0=dt0, rtol=rtol, atol=atol, max_steps=max_steps,
+                 root_tol=root_tol)  # fmt: skip
     settings = _solver_settings(model, solver, given)
     adjoint_obj = solvers.make_adjoint(adjoint)
     state0 = model.initial_state()
