@@ -17,7 +17,12 @@ from .pde_helpers import Heat1D, ReactionDiffusion
 def test_resolution_order():
     got = resolve_solver_settings(Heat1D)
     assert got == dict(
-        solver="heun", dt0=1e-4, controller="constant", rtol=1e-9, atol=1e-6, max_steps=16384,
+        solver="heun",
+        dt0=1e-4,
+        controller="constant",
+        rtol=1e-9,
+        atol=1e-6,
+        max_steps=16384,
         root_tol=None,
     )
     # Another solver drops the model's step settings (tied to its own solver) but keeps rtol.

@@ -1,9 +1,9 @@
 """One place that fills in the solver settings a caller left unset, and checks tolerances.
 
 `simulate`, `sweep` and configs all resolve `solver`, `dt0`, `controller`, `rtol`, `atol`,
-`max_steps` and `root_tol` here, so a Python call and a config that leave the same things out run the same
-solve. Precedence: the caller's value, then the model's `solver_defaults`, then difsim's.
-[`check_tolerance`][] is the one tolerance check (`rtol`, `atol`, `root_tol`), used by the
+`max_steps` and `root_tol` here, so a Python call and a config that leave the same things out
+run the same solve. Precedence: the caller's value, then the model's `solver_defaults`, then
+difsim's. [`check_tolerance`][] is the one tolerance check (`rtol`, `atol`, `root_tol`), used by the
 Python API and the config's `[solver]` section alike.
 """
 
@@ -27,9 +27,9 @@ def check_tolerance(key: str, value: Any, name: str | None = None) -> None:
     `rtol`: one finite number in `(0, 1)` (a relative error of 1 or more accepts anything).
     `atol`: a finite number `> 0`, or an array of them (one per state variable, checked
     against the state by [`solver_settings`][]). `root_tol`: one number in `(0, 1)`, a
-    fraction of the step's error allowance (see `difsim.solvers.StageNewton`). A traced value (a tolerance under `vmap`)
-    cannot be inspected and passes. `name` is how the message names it (default `key`;
-    e.g. `"Lorenz.solver_defaults['rtol']"`).
+    fraction of the step's error allowance (see `difsim.solvers.StageNewton`). A traced
+    value (a tolerance under `vmap`) cannot be inspected and passes. `name` is how the
+    message names it (default `key`; e.g. `"Lorenz.solver_defaults['rtol']"`).
     """
     if value is None or isinstance(value, jax.core.Tracer):
         return
