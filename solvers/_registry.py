@@ -55,6 +55,12 @@ class SolverInfo:
     imex: bool
     description: str
 
+    @property
+    def stiff(self) -> bool:
+        """Whether it is meant for stiff problems: implicit, or a Rosenbrock method (which
+        solves linear systems instead of nonlinear ones, hence not `implicit`)."""
+        return self.implicit or issubclass(self.cls, Rodas5P)
+
 
 def _info(name, cls, order, adaptive, implicit, imex, description):
     return name, SolverInfo(name, cls, order, adaptive, implicit, imex, description)

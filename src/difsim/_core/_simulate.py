@@ -388,7 +388,8 @@ def _is_implicit(solver) -> bool:
     # Through wrappers (newton_krylov, diffrax.HalfSolver): their `solver` attribute.
     while not isinstance(solver, dfx.AbstractImplicitSolver) and hasattr(solver, "solver"):
         solver = solver.solver
-    return isinstance(solver, dfx.AbstractImplicitSolver)
+    # A Rosenbrock method is for stiff problems too: never told to try 'kvaerno5'.
+    return isinstance(solver, dfx.AbstractImplicitSolver | solvers.Rodas5P)
 
 
 def _expand(mask, value):

@@ -16,6 +16,7 @@ import optax
 import optimistix as optx
 from jaxtyping import Array, Bool, Float, Int
 
+from difsim._fit._lm import MinpackLM
 from difsim._fit._shooting import AbstractProblem
 
 OPTAX_OPTIMIZERS = {
@@ -28,6 +29,7 @@ OPTAX_OPTIMIZERS = {
 }
 OPTIMISTIX_SOLVERS = {
     "levenberg_marquardt": optx.LevenbergMarquardt,
+    "minpack_lm": MinpackLM,
     "gauss_newton": optx.GaussNewton,
     "dogleg": optx.Dogleg,
     "bfgs": optx.BFGS,

@@ -1,8 +1,9 @@
 """`fit`: estimate a model's parameters and initial state from observations."""
 
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -16,10 +17,12 @@ from difsim._fit._data import (
     read_data,
     residuals,
 )
-from difsim._fit._drivers import ADJOINTS, OptimistixDriver, make_driver
+from difsim._fit._drivers import ADJOINTS, AbstractDriver, OptimistixDriver, make_driver
 from difsim._fit._loop import run
+from difsim._fit._multistart import multistart_spec, perturbed_starts
 from difsim._fit._result import FitResult, make_result, predict
 from difsim._fit._shooting import (
+    AbstractProblem,
     MultipleShooting,
     MultipleShootingProblem,
     SimOptions,
@@ -58,6 +61,7 @@ def fit(
     rtol: float = 1e-6,
     atol: float = 1e-6,
     max_steps: int = 4096,
+    root_tol: float | None = None,
 ) -> FitResult:
     r"""Fit free parameters (and initial state) of `model` to observations.
 
@@ -105,12 +109,54 @@ def fit(
     - `progress`: show a progress bar (default: when stderr is a terminal).
     - `max_failures`: consecutive rejected steps (non-finite loss, failed solves) before
       the fit stops.
-    - `solver`, `rtol`, `atol`, `max_steps`: passed to [`simulate`][] (`max_steps` is
-      lower than `simulate`'s default: a trial point that needs more steps has almost
-      always blown up, and is then rejected sooner).
+    - `solver`, `rtol`, `atol`, `max_steps`, `root_tol`: passed to [`simulate`][]
+      (`max_steps` is lower than `simulate`'s default: a trial point that needs more steps
+      has almost always blown up, and is then rejected sooner).
+
+    A fit in float32 (x64 not enabled when the model was made) warns (`UserWarning`):
+    its steps, convergence test and standard errors need float64.
 
     **Returns:** a [`FitResult`][].
     """
+    setup = prepare_fit(
+        model, data, free, observe=observe, noise=noise, weights=weights, sigma=sigma,
+        optimizer=optimizer, steps=steps, learning_rate=learning_rate, tol=tol,
+        adjoint=adjoint, time=time, t0=t0, control=control,
+        multiple_shooting=multiple_shooting, multistart=multistart, solver=solver, rtol=rtol,
+        atol=atol, max_steps=max_steps, root_tol=root_tol,
+    )  # fmt: skip
+    carry, history = run(
+        setup.driver,
+        setup.problem,
+        setup.u0,
+        steps=setup.steps,
+        max_failures=max_failures,
+        checkpoint=checkpoint,
+        progress=progress,
+    )
+    batched = setup.u0.ndim == 2
+    return make_result(setup.problem, setup.driver, carry, history, setup.transforms, batched)
+
+
+class FitSetup(NamedTuple):
+    """A fit ready to run: `problem` (unconstrained `u` → residuals), `driver` (the
+    optimizer), `steps` (its budget), `u0` (start, `(p,)`, or `(starts, p)` for a
+    multistart) and the free variables' `transforms`."""
+
+    problem: AbstractProblem
+    driver: AbstractDriver
+    steps: int
+    u0: jax.Array
+    transforms: dict[str, AbstractTransform]
+
+
+def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian", weights=None,
+                sigma=None, optimizer="levenberg_marquardt", steps=None, learning_rate=1e-2,
+                tol=1e-8, adjoint=None, time=None, t0=None, control=None,
+                multiple_shooting=None, multistart=None, solver=None, rtol=1e-6, atol=1e-6,
+                max_steps=4096, root_tol=None) -> FitSetup:  # fmt: skip
+    """Everything [`fit`][] does before optimising, checked (same arguments); also what
+    `experiments/benchmarks/bench_fit_robustness.py` hands scipy's optimizers."""
     if not isinstance(model, Model):
         raise TypeError(f"fit expects a difsim.Model instance, got {type(model).__name__}")
     dataset, coord = read_data(
@@ -121,13 +167,14 @@ def fit(
     coords = coordinate_values(dataset, coord, increasing=control is None)
     t0 = _start_time(type(model).__name__, coords, t0, control)
     dtype = Layout.of(model.initial_state()).dtype
+    warn_precision(dtype, type(model).__name__)
     pairs = observation_map(dataset, coord, model, observe)
     fdata = fit_data(
         dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma, dtype=dtype
     )
     driver, steps = _driver(optimizer, learning_rate, tol, adjoint, steps, len(transforms), fdata)
-    starts = None if multistart is None else _multistart_spec(multistart)
-    sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint)
+    starts = None if multistart is None else multistart_spec(multistart)
+    sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint, root_tol)
     problem, extra = _problem(
         model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords
     )
@@ -136,17 +183,22 @@ def fit(
     u0 = jnp.asarray(np.array(u0), dtype)
     _check_initial(problem, u0, model)
     if starts is not None:
-        u0 = _starts(u0, *starts)
-    carry, history = run(
-        driver,
-        problem,
-        u0,
-        steps=steps,
-        max_failures=max_failures,
-        checkpoint=checkpoint,
-        progress=progress,
-    )
-    return make_result(problem, driver, carry, history, transforms, u0.ndim == 2)
+        u0 = perturbed_starts(u0, *starts)
+    return FitSetup(problem, driver, steps, u0, transforms)
+
+
+def warn_precision(dtype, name: str) -> None:
+    """Warn when a fit would run below float64: its Gauss–Newton steps, covariance and
+    convergence test at `tol` = 1e-8 need more digits than float32's ~7."""
+    if jnp.finfo(dtype).bits < 64:
+        warnings.warn(
+            f"fitting {name} in {jnp.dtype(dtype).name}: least-squares steps, the "
+            "convergence test and the standard errors need float64. Enable it before "
+            'creating the model: jax.config.update("jax_enable_x64", True) (configs: '
+            '[solver] dtype = "float64", the default for fits)',
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _start_time(cls: str, coords: np.ndarray, t0: float | None, control: str | None):
@@ -297,6 +349,7 @@ def _guess_trajectory(model, sim, t0, coords, fdata) -> dict[str, np.ndarray]:
         rtol=sim.rtol,
         atol=sim.atol,
         max_steps=sim.max_steps,
+        root_tol=sim.root_tol,
         throw=False,
     )
     return {k: np.asarray(v) for k, v in sol.ys.items()}
@@ -325,26 +378,3 @@ def _check_initial(problem, u0, model) -> None:
     if not hint and problem.noise == "lognormal":
         hint = ": with noise='lognormal' every prediction must be positive"
     raise ValueError(f"the loss of {cls} is not finite at the initial guess{hint}")
-
-
-def _multistart_spec(multistart) -> tuple[int, jax.Array, float]:
-    key, scale = jax.random.key(0), 0.3
-    if isinstance(multistart, int) and not isinstance(multistart, bool):
-        n = multistart
-    elif isinstance(multistart, tuple) and len(multistart) in (2, 3):
-        n, key = multistart[0], multistart[1]
-        if len(multistart) == 3:
-            scale = float(multistart[2])
-    else:
-        raise TypeError(f"multistart must be n, (n, key) or (n, key, scale), got {multistart!r}")
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"multistart needs a positive number of starts, got {n!r}")
-    return n, key, scale
-
-
-def _starts(u0, n: int, key, scale: float) -> jax.Array:
-    """The guess and `n - 1` perturbations of it, `(n, p)`: normal with standard deviation
-    `scale` in unconstrained coordinates, relative for values of magnitude above 1."""
-    noise = jax.random.normal(key, (n - 1, u0.shape[0]), u0.dtype)
-    spread = scale * jnp.maximum(jnp.abs(u0), 1.0)
-    return jnp.concatenate([u0[None], u0[None] + spread[None] * noise])

@@ -1,0 +1,205 @@
+r"""`MinpackLM`: Moré's scaled trust-region Levenberg–Marquardt method, the algorithm of
+MINPACK's `lmder` (and of `scipy.optimize.least_squares(method="lm")`), as an optimistix
+least-squares solver.
+
+At $x$ with residuals $r$ and Jacobian $J$, each iteration takes the step $p$ that
+minimises $\|Jp + r\|$ within the trust region $\|Dp\| \le \Delta$, where the diagonal
+scaling $D$ holds the largest column norms of $J$ seen so far: the method is invariant to
+the units of the parameters. The multiplier $\lambda$ of $\min \|Jp + r\|^2 + \lambda
+\|Dp\|^2$ comes from a safeguarded Newton iteration on $1/\|Dp(\lambda)\| = 1/\Delta$ (Moré
+1978, §5), in the basis of the SVD of $JD^{-1}$. The ratio of actual to predicted
+reduction accepts the step (ratio ≥ 1e-4) and updates $\Delta$ (× 1/2 … 1/10 below 0.25,
+$2\|Dp\|$ above 0.75); the first trust region is $100\,\|Dx_0\|$, cut to the first
+Gauss–Newton step. It stops when the relative reduction (actual and predicted) is below
+`rtol` (`ftol`), when $\Delta \le$ `rtol` $\|Dx\|$ (`xtol`), or when the largest cosine
+between $r$ and a column of $J$ is below `atol` (`gtol`).
+
+Why not optimistix's `LevenbergMarquardt`: its damping $\lambda I$ is unscaled and starts
+at $\lambda = 1$ whatever the size of $J^\top J$, and its trust region is a step-size
+multiplier, so its path, and which minimum a fit lands in, depends on the parameters'
+units. On the fits of `experiments/benchmarks/bench_fit_robustness.py` this one reaches
+the global optimum as often as scipy's MINPACK (issue 14, point 9; `docs/benchmarks.md`).
+
+Reference: J. J. Moré, "The Levenberg–Marquardt algorithm: implementation and theory",
+in G. A. Watson (ed.), *Numerical Analysis*, Lecture Notes in Mathematics 630, 105–116
+(Springer, 1978).
+"""
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.lax as lax
+import jax.numpy as jnp
+import lineax as lx
+import optimistix as optx
+from jaxtyping import Array, Bool, Float, Int
+
+# MINPACK's constants: initial trust region factor, acceptance threshold, the ratios that
+# shrink or grow the region, and the iterations of the multiplier search.
+FACTOR = 100.0
+ACCEPT = 1e-4
+LAMBDA_ITERATIONS = 20
+
+
+class _LMState(eqx.Module):
+    f_info: optx.FunctionInfo.ResidualJac  # at the current (accepted) iterate
+    scale: Float[Array, " p"]  # D
+    delta: Float[Array, ""]
+    first: Bool[Array, ""]
+    terminate: Bool[Array, ""]
+    result: optx.RESULTS
+    num_evaluations: Int[Array, ""]
+    num_jacobians: Int[Array, ""]
+
+
+def _jacobian(fn, y, args, mode: str):
+    """Residuals `(m,)`, aux and the dense Jacobian `(m, p)` of `fn` at `y`, from one
+    linearisation (the residuals are its primal output, not a second evaluation)."""
+    if mode == "fwd":
+        r, lin, aux = jax.linearize(lambda z: fn(z, args), y, has_aux=True)
+        matrix = jax.vmap(lin, out_axes=-1)(jnp.eye(y.size, dtype=y.dtype).reshape(-1, *y.shape))
+    else:
+        r, pullback, aux = jax.vjp(lambda z: fn(z, args), y, has_aux=True)
+        matrix = jax.vmap(lambda c: pullback(c)[0])(jnp.eye(r.size, dtype=r.dtype))
+    return r, aux, matrix.reshape(r.size, y.size)
+
+
+def _column_norms(jac: Float[Array, "m p"]) -> Float[Array, " p"]:
+    return jnp.sqrt(jnp.sum(jac * jac, axis=0))
+
+
+def lm_step(jac, r, scale, delta) -> tuple[Float[Array, " p"], Float[Array, ""]]:
+    """The trust-region step `p` with `|D p| <= delta` (within 10 %) and its multiplier.
+
+    In the SVD basis of `J D^{-1} = U S V^T`, with `c = U^T r`: `D p(λ) = -V (s c /
+    (s² + λ))`, and `|D p(λ)|` falls from the Gauss–Newton length at λ = 0 to 0.
+    """
+    u, s, vt = jnp.linalg.svd(jac / scale, full_matrices=False)
+    a = s * (u.T @ r)
+    tiny = s <= jnp.finfo(s.dtype).eps * jnp.max(s, initial=0.0) * s.size
+    gn = jnp.where(tiny, 0.0, (u.T @ r) / jnp.where(tiny, 1.0, s))  # pseudo-inverse
+
+    gn_length = jnp.sqrt(jnp.sum(gn * gn))
+
+    def search(_):
+        # Safeguarded Newton on 1/|Dp(λ)| = 1/Δ (Hebden, Moré §5) inside [lo, hi]; the
+        # upper bound |J_s^T r| / Δ makes |Dp| <= Δ.
+        hi = jnp.sqrt(jnp.sum(a * a)) / delta
+
+        def body(_, carry):
+            lam, lo, hi = carry
+            q = jnp.where(a == 0, 0.0, a / (s * s + lam))  # 0/0 where s = λ = 0
+            z2 = jnp.sum(q * q)
+            dz2 = -2.0 * jnp.sum(jnp.where(a == 0, 0.0, q * q / (s * s + lam)))
+            norm = jnp.sqrt(z2)
+            lo, hi = jnp.where(norm > delta, lam, lo), jnp.where(norm > delta, hi, lam)
+            newton = lam - (1 / norm - 1 / delta) / (-0.5 * dz2 / (z2 * norm))
+            inside = (newton > lo) & (newton < hi)
+            fallback = jnp.sqrt(jnp.maximum(lo, 1e-3 * hi) * hi)
+            return jnp.where(inside, newton, fallback), lo, hi
+
+        zero = jnp.zeros((), delta.dtype)
+        lam, _, _ = lax.fori_loop(0, LAMBDA_ITERATIONS, body, (zero, zero, hi))
+        return lam
+
+    lam = lax.cond(gn_length > 1.1 * delta, search, lambda _: jnp.zeros_like(delta), None)
+    coeff = jnp.where(lam > 0, a / (s * s + lam), gn)  # λ > 0: no division by zero
+    return -(vt.T @ coeff) / scale, lam
+
+
+class MinpackLM(optx.AbstractLeastSquaresSolver):
+    """Moré's scaled trust-region Levenberg–Marquardt (MINPACK `lmder`); see the module
+    docstring.
+
+    **Fields:** `rtol` (MINPACK's `ftol` and `xtol`), `atol` (its `gtol`); `norm` is unused
+    (the tests are MINPACK's), kept for optimistix's interface.
+    """
+
+    rtol: float
+    atol: float
+    norm: Callable = optx.max_norm
+
+    def init(self, fn, y, args, options, f_struct, aux_struct, tags) -> _LMState:
+        # Nothing is evaluated here: the first step evaluates at `y` (one compiled
+        # evaluation program for every step, none in the set-up).
+        del fn, args, options, aux_struct, tags
+        m = sum(leaf.size for leaf in jax.tree.leaves(f_struct))
+        r = jnp.zeros(m, y.dtype)
+        f_info = optx.FunctionInfo.ResidualJac(
+            r, lx.MatrixLinearOperator(jnp.zeros((m, y.size), y.dtype))
+        )
+        zero = jnp.array(0, jnp.int32)
+        one = jnp.ones((), y.dtype)
+        return _LMState(f_info, jnp.ones_like(y), one, jnp.array(True), jnp.array(False),
+                        optx.RESULTS.successful, zero, zero)  # fmt: skip
+
+    def step(self, fn, y, args, options, state: _LMState, tags):
+        del tags
+        start = state.num_evaluations == 0  # evaluate at y, no trial step yet
+        r, jac = state.f_info.residual, state.f_info.jac.as_matrix()
+        fnorm = jnp.linalg.norm(r)
+        p, lam = lm_step(jac, r, state.scale, state.delta)
+        p = jnp.where(start, 0.0, p)
+        pnorm = jnp.linalg.norm(state.scale * p)
+        # MINPACK cuts the first trust region to the first step's length.
+        delta = jnp.where(state.first & ~start, jnp.minimum(state.delta, pnorm), state.delta)
+        y_new = y + p
+        # The Jacobian at every trial point, not only at accepted ones as MINPACK does: one
+        # compiled solve with tangents instead of two programs (and under a multistart's
+        # vmap both branches of a `cond` would run anyway).
+        r_new, aux, jac_new = _jacobian(fn, y_new, args, options.get("jac", "fwd"))
+        fnorm1 = jnp.linalg.norm(r_new)
+        improved = jnp.isfinite(fnorm1) & (0.1 * fnorm1 < fnorm)
+        safe = jnp.where(fnorm > 0, fnorm, 1.0)
+        actred = jnp.where(improved, 1 - (fnorm1 / safe) ** 2, -1.0)
+        t1 = jnp.linalg.norm(jac @ p) / safe
+        t2 = jnp.sqrt(lam) * pnorm / safe
+        prered, dirder = t1 * t1 + 2 * t2 * t2, -(t1 * t1 + t2 * t2)
+        ratio = jnp.where(prered != 0, actred / jnp.where(prered != 0, prered, 1.0), 0.0)
+        delta = _new_radius(delta, ratio, actred, dirder, pnorm, lam, improved)
+        accept = start | (ratio >= ACCEPT)
+        r_acc, jac_acc = jnp.where(accept, r_new, r), jnp.where(accept, jac_new, jac)
+        y_out = jnp.where(accept, y_new, y)
+        norms = _column_norms(jac_acc)
+        scale = jnp.where(start, jnp.where(norms > 0, norms, 1.0), state.scale)
+        scale = jnp.maximum(scale, jnp.where(accept, norms, 0.0))
+        size = jnp.linalg.norm(scale * y)
+        delta = jnp.where(start, FACTOR * jnp.where(size > 0, size, 1.0), delta)
+        done = self._converged(actred, prered, ratio, delta, scale, y_out, r_acc, jac_acc)
+        f_info = optx.FunctionInfo.ResidualJac(r_acc, lx.MatrixLinearOperator(jac_acc))
+        new = _LMState(
+            f_info, scale, delta, start, done & ~start | self._gtol(r_acc, jac_acc) & start,
+            optx.RESULTS.successful, state.num_evaluations + 1,
+            state.num_jacobians + accept.astype(jnp.int32),
+        )  # fmt: skip
+        return y_out, new, aux
+
+    def _converged(self, actred, prered, ratio, delta, scale, y, r, jac) -> Bool[Array, ""]:
+        ftol = (jnp.abs(actred) <= self.rtol) & (prered <= self.rtol) & (0.5 * ratio <= 1)
+        xtol = delta <= self.rtol * jnp.linalg.norm(scale * y)
+        return ftol | xtol | self._gtol(r, jac)
+
+    def _gtol(self, r, jac) -> Bool[Array, ""]:
+        """The residuals are orthogonal to every column of the Jacobian (to `atol`)."""
+        fnorm = jnp.linalg.norm(r)
+        norms = _column_norms(jac)
+        cosines = jnp.abs(jac.T @ r) / jnp.where(norms > 0, norms * fnorm, 1.0)
+        return (fnorm == 0) | (jnp.max(jnp.where(norms > 0, cosines, 0.0)) <= self.atol)
+
+    def terminate(self, fn, y, args, options, state: _LMState, tags):
+        del fn, y, args, options, tags
+        return state.terminate, state.result
+
+    def postprocess(self, fn, y, aux, args, options, state, tags, result):
+        del fn, args, options, state, tags, result
+        return y, aux, {}
+
+
+def _new_radius(delta, ratio, actred, dirder, pnorm, lam, improved) -> Float[Array, ""]:
+    """MINPACK's trust-region update from the step's reduction ratio."""
+    shrink = jnp.where(actred >= 0, 0.5, 0.5 * dirder / (dirder + 0.5 * actred))
+    shrink = jnp.where(~improved | (shrink < 0.1), 0.1, shrink)
+    small = shrink * jnp.minimum(delta, 10.0 * pnorm)
+    grow = (lam == 0) | (ratio >= 0.75)
+    return jnp.where(ratio <= 0.25, small, jnp.where(grow, 2.0 * pnorm, delta))
