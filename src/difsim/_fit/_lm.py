@@ -75,7 +75,7 @@ def lm_step(jac, r, scale, delta) -> tuple[Float[Array, " p"], Float[Array, ""]]
     In the SVD basis of `J D^{-1} = U S V^T`, with `c = U^T r`: `D p(λ) = -V (s c /
     (s² + λ))`, and `|D p(λ)|` falls from the Gauss–Newton length at λ = 0 to 0.
     """
-    u, s, vt = jnp.linalg.svd(jac / scale, full_matrices=False)
+    u, s, vt = jnp.linalg.svd(jac / scale[None, :], full_matrices=False)
     a = s * (u.T @ r)
     tiny = s <= jnp.finfo(s.dtype).eps * jnp.max(s, initial=0.0) * s.size
     gn = jnp.where(tiny, 0.0, (u.T @ r) / jnp.where(tiny, 1.0, s))  # pseudo-inverse
@@ -108,17 +108,34 @@ def lm_step(jac, r, scale, delta) -> tuple[Float[Array, " p"], Float[Array, ""]]
     return -(vt.T @ coeff) / scale, lam
 
 
-class MinpackLM(optx.AbstractLeastSquaresSolver):
-    """Moré's scaled trust-region Levenberg–Marquardt (MINPACK `lmder`); see the module
-    docstring.
+class _Trial(eqx.Module):
+    """One trial step: its length in the scaled norm, multiplier, actual and predicted
+    reductions, and the residuals and Jacobian at the trial point."""
 
-    **Fields:** `rtol` (MINPACK's `ftol` and `xtol`), `atol` (its `gtol`); `norm` is unused
-    (the tests are MINPACK's), kept for optimistix's interface.
+    p: Float[Array, " p"]
+    pnorm: Float[Array, ""]
+    lam: Float[Array, ""]
+    r: Float[Array, " m"]
+    jac: Float[Array, "m p"]
+
+
+class TrustRegionLM(optx.AbstractLeastSquaresSolver):
+    """A trust-region Levenberg–Marquardt method: Moré's (MINPACK `lmder`) or, with
+    `policy="trf"`, the radius and stopping rules of scipy's `trf` without bounds; see the
+    module docstring.
+
+    **Fields:** `rtol` (`ftol` and `xtol`), `atol` (`gtol`); `norm` is unused (the tests
+    are MINPACK's or scipy's), kept for optimistix's interface; `factor`: the first trust
+    region is `factor * |D y0|` (MINPACK 100, TRF 1); `scaled`: `D` from the Jacobian's
+    column norms (Moré) or the identity; `policy`: `"minpack"` or `"trf"`.
     """
 
     rtol: float
     atol: float
     norm: Callable = optx.max_norm
+    factor: float = FACTOR
+    scaled: bool = eqx.field(static=True, default=True)
+    policy: str = eqx.field(static=True, default="minpack")
 
     def init(self, fn, y, args, options, f_struct, aux_struct, tags) -> _LMState:
         # Nothing is evaluated here: the first step evaluates at `y` (one compiled
@@ -138,47 +155,72 @@ class MinpackLM(optx.AbstractLeastSquaresSolver):
         del tags
         start = state.num_evaluations == 0  # evaluate at y, no trial step yet
         r, jac = state.f_info.residual, state.f_info.jac.as_matrix()
-        fnorm = jnp.linalg.norm(r)
         p, lam = lm_step(jac, r, state.scale, state.delta)
         p = jnp.where(start, 0.0, p)
         pnorm = jnp.linalg.norm(state.scale * p)
-        # MINPACK cuts the first trust region to the first step's length.
-        delta = jnp.where(state.first & ~start, jnp.minimum(state.delta, pnorm), state.delta)
-        y_new = y + p
         # The Jacobian at every trial point, not only at accepted ones as MINPACK does: one
         # compiled solve with tangents instead of two programs (and under a multistart's
         # vmap both branches of a `cond` would run anyway).
-        r_new, aux, jac_new = _jacobian(fn, y_new, args, options.get("jac", "fwd"))
-        fnorm1 = jnp.linalg.norm(r_new)
-        improved = jnp.isfinite(fnorm1) & (0.1 * fnorm1 < fnorm)
-        safe = jnp.where(fnorm > 0, fnorm, 1.0)
-        actred = jnp.where(improved, 1 - (fnorm1 / safe) ** 2, -1.0)
-        t1 = jnp.linalg.norm(jac @ p) / safe
-        t2 = jnp.sqrt(lam) * pnorm / safe
-        prered, dirder = t1 * t1 + 2 * t2 * t2, -(t1 * t1 + t2 * t2)
-        ratio = jnp.where(prered != 0, actred / jnp.where(prered != 0, prered, 1.0), 0.0)
-        delta = _new_radius(delta, ratio, actred, dirder, pnorm, lam, improved)
-        accept = start | (ratio >= ACCEPT)
+        r_new, aux, jac_new = _jacobian(fn, y + p, args, options.get("jac", "fwd"))
+        trial = _Trial(p, pnorm, lam, r_new, jac_new)
+        if self.policy == "trf":
+            accept, delta, done = self._trf(state, y, r, jac, trial)
+        else:
+            accept, delta, done = self._minpack(state, y, r, jac, trial)
+        accept = start | accept
         r_acc, jac_acc = jnp.where(accept, r_new, r), jnp.where(accept, jac_new, jac)
-        y_out = jnp.where(accept, y_new, y)
+        y_out = jnp.where(accept, y + p, y)
         norms = _column_norms(jac_acc)
-        scale = jnp.where(start, jnp.where(norms > 0, norms, 1.0), state.scale)
-        scale = jnp.maximum(scale, jnp.where(accept, norms, 0.0))
+        if self.scaled:
+            scale = jnp.where(start, jnp.where(norms > 0, norms, 1.0), state.scale)
+            scale = jnp.maximum(scale, jnp.where(accept, norms, 0.0))
+        else:
+            scale = state.scale
         size = jnp.linalg.norm(scale * y)
-        delta = jnp.where(start, FACTOR * jnp.where(size > 0, size, 1.0), delta)
-        done = self._converged(actred, prered, ratio, delta, scale, y_out, r_acc, jac_acc)
+        delta = jnp.where(start, self.factor * jnp.where(size > 0, size, 1.0), delta)
+        done = jnp.where(start, self._gtol(r_acc, jac_acc), done | self._gtol(r_acc, jac_acc))
         f_info = optx.FunctionInfo.ResidualJac(r_acc, lx.MatrixLinearOperator(jac_acc))
         new = _LMState(
-            f_info, scale, delta, start, done & ~start | self._gtol(r_acc, jac_acc) & start,
-            optx.RESULTS.successful, state.num_evaluations + 1,
-            state.num_jacobians + accept.astype(jnp.int32),
+            f_info, scale, delta, start, done, optx.RESULTS.successful,
+            state.num_evaluations + 1, state.num_jacobians + accept.astype(jnp.int32),
         )  # fmt: skip
         return y_out, new, aux
 
-    def _converged(self, actred, prered, ratio, delta, scale, y, r, jac) -> Bool[Array, ""]:
+    def _minpack(self, state, y, r, jac, t: _Trial):
+        """MINPACK's acceptance (ratio >= 1e-4), radius update and ftol/xtol tests."""
+        fnorm, fnorm1 = jnp.linalg.norm(r), jnp.linalg.norm(t.r)
+        # MINPACK cuts the first trust region to the first step's length.
+        delta = jnp.where(state.first, jnp.minimum(state.delta, t.pnorm), state.delta)
+        improved = jnp.isfinite(fnorm1) & (0.1 * fnorm1 < fnorm)
+        safe = jnp.where(fnorm > 0, fnorm, 1.0)
+        actred = jnp.where(improved, 1 - (fnorm1 / safe) ** 2, -1.0)
+        t1 = jnp.linalg.norm(jac @ t.p) / safe
+        t2 = jnp.sqrt(t.lam) * t.pnorm / safe
+        prered, dirder = t1 * t1 + 2 * t2 * t2, -(t1 * t1 + t2 * t2)
+        ratio = jnp.where(prered != 0, actred / jnp.where(prered != 0, prered, 1.0), 0.0)
+        delta = _new_radius(delta, ratio, actred, dirder, t.pnorm, t.lam, improved)
+        accept = ratio >= ACCEPT
+        y_new = jnp.where(accept, y + t.p, y)
         ftol = (jnp.abs(actred) <= self.rtol) & (prered <= self.rtol) & (0.5 * ratio <= 1)
-        xtol = delta <= self.rtol * jnp.linalg.norm(scale * y)
-        return ftol | xtol | self._gtol(r, jac)
+        xtol = delta <= self.rtol * jnp.linalg.norm(state.scale * y_new)
+        return accept, delta, ftol | xtol
+
+    def _trf(self, state, y, r, jac, t: _Trial):
+        """scipy `trf`'s acceptance (any decrease), radius update and ftol/xtol tests."""
+        cost, cost_new = 0.5 * jnp.sum(r * r), 0.5 * jnp.sum(t.r * t.r)
+        finite = jnp.isfinite(cost_new)
+        actual = jnp.where(finite, cost - cost_new, -jnp.inf)
+        jp = jac @ t.p
+        predicted = -(jnp.dot(jac.T @ r, t.p) + 0.5 * jnp.sum(jp * jp))
+        ratio = jnp.where(predicted > 0, actual / jnp.where(predicted > 0, predicted, 1.0),
+                          jnp.where((predicted == 0) & (actual == 0), 1.0, 0.0))  # fmt: skip
+        hit = t.pnorm > 0.95 * state.delta
+        grown = jnp.where((ratio > 0.75) & hit, 2.0 * state.delta, state.delta)
+        delta = jnp.where(ratio < 0.25, 0.25 * t.pnorm, grown)
+        ftol = (actual < self.rtol * cost) & (ratio > 0.25)
+        step, size = jnp.linalg.norm(t.p), jnp.linalg.norm(y)
+        xtol = step < self.rtol * (self.rtol + size)
+        return finite & (actual > 0), delta, ftol | xtol
 
     def _gtol(self, r, jac) -> Bool[Array, ""]:
         """The residuals are orthogonal to every column of the Jacobian (to `atol`)."""

@@ -40,7 +40,11 @@ def gauss_newton_covariance(
     """`(covariance (p, p), residuals (m,), sigma², dof)` at `u`; NaN where undefined."""
     r, j_u = _residuals_and_jacobian(problem, u)
     dxdu = np.asarray(problem.derivative(u))
-    j_x = np.asarray(j_u) / dxdu[None, :]  # dr/dx = dr/du / (dx/du), elementwise transforms
+    # dr/dx = dr/du / (dx/du), elementwise transforms. A transform saturated at its bound
+    # (dx/du = 0: exp underflowed, a sigmoid at 0 or 1) leaves that column undefined: NaN,
+    # and so NaN standard errors, without a division warning.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        j_x = np.where(dxdu[None, :] != 0, np.asarray(j_u) / dxdu[None, :], np.nan)
     r = np.asarray(r)
     data_mask = np.asarray(problem.data.mask).reshape(-1)
     n = int(np.sum(data_mask)) + (r.shape[0] - data_mask.shape[0])
