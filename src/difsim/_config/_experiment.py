@@ -173,7 +173,7 @@ class FitSpec:
     t0: float | None = None
     control: str | None = None
     noise: str = "gaussian"
-    optimizer: str = "levenberg_marquardt"
+    optimizer: str = "trust_region"
     steps: int | None = None
     learning_rate: float = 1e-2
     tol: float = 1e-8

@@ -44,7 +44,7 @@ def fit(
     noise: str = "gaussian",
     weights: Mapping[str, Any] | None = None,
     sigma: Mapping[str, Any] | None = None,
-    optimizer: Any = "levenberg_marquardt",
+    optimizer: Any = "trust_region",
     steps: int | None = None,
     learning_rate: float = 1e-2,
     tol: float = 1e-8,
@@ -85,11 +85,15 @@ def fit(
     - `noise`: `"gaussian"` or `"lognormal"` (positive data, relative errors).
     - `weights`, `sigma`: per data variable, a residual weight or a noise scale
       (weight `1/sigma`), each a number or an array over the time points.
-    - `optimizer`: `"levenberg_marquardt"` (default), `"gauss_newton"`, `"dogleg"`,
+    - `optimizer`: `"trust_region"` (default: a trust-region Levenberg–Marquardt method
+      with scipy `trf`'s rules, difsim's `TrustRegionLM`), `"minpack"` (the same with
+      MINPACK `lmder`'s rules), `"levenberg_marquardt"`, `"gauss_newton"`, `"dogleg"`,
       `"bfgs"`, `"nonlinear_cg"` (optimistix), `"adam"`, `"adamw"`, `"adabelief"`,
       `"rmsprop"`, `"sgd"`, `"lbfgs"` (optax), an optax `GradientTransformation` or an
-      optimistix least-squares solver or minimiser.
-    - `steps`: most optimizer steps (default 256 for optimistix, 1000 for optax).
+      optimistix least-squares solver or minimiser. A local optimizer finds the minimum of
+      its start's basin: for several minima use `multistart`.
+    - `steps`: most optimizer steps (default 256 for the least-squares solvers and
+      optimistix minimisers, 1000 for optax).
     - `learning_rate`: for named optax optimizers. `tol`: `rtol = atol` of named
       optimistix solvers (the convergence test).
     - `adjoint`: `"checkpoint"` (reverse mode through the solve) or `"forward"` (forward
@@ -151,7 +155,7 @@ class FitSetup(NamedTuple):
 
 
 def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian", weights=None,
-                sigma=None, optimizer="levenberg_marquardt", steps=None, learning_rate=1e-2,
+                sigma=None, optimizer="trust_region", steps=None, learning_rate=1e-2,
                 tol=1e-8, adjoint=None, time=None, t0=None, control=None,
                 multiple_shooting=None, multistart=None, solver=None, rtol=1e-6, atol=1e-6,
                 max_steps=4096, root_tol=None) -> FitSetup:  # fmt: skip

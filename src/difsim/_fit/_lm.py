@@ -1,28 +1,40 @@
-r"""`MinpackLM`: Moré's scaled trust-region Levenberg–Marquardt method, the algorithm of
-MINPACK's `lmder` (and of `scipy.optimize.least_squares(method="lm")`), as an optimistix
-least-squares solver.
+r"""`TrustRegionLM`: a trust-region Levenberg–Marquardt method for `fit`, with the rules
+of scipy's `least_squares(method="trf")` (`"trust_region"`, the default) or of MINPACK's
+`lmder`, scipy's `method="lm"` (`"minpack"`), as an optimistix least-squares solver.
 
 At $x$ with residuals $r$ and Jacobian $J$, each iteration takes the step $p$ that
-minimises $\|Jp + r\|$ within the trust region $\|Dp\| \le \Delta$, where the diagonal
-scaling $D$ holds the largest column norms of $J$ seen so far: the method is invariant to
-the units of the parameters. The multiplier $\lambda$ of $\min \|Jp + r\|^2 + \lambda
-\|Dp\|^2$ comes from a safeguarded Newton iteration on $1/\|Dp(\lambda)\| = 1/\Delta$ (Moré
-1978, §5), in the basis of the SVD of $JD^{-1}$. The ratio of actual to predicted
-reduction accepts the step (ratio ≥ 1e-4) and updates $\Delta$ (× 1/2 … 1/10 below 0.25,
-$2\|Dp\|$ above 0.75); the first trust region is $100\,\|Dx_0\|$, cut to the first
-Gauss–Newton step. It stops when the relative reduction (actual and predicted) is below
-`rtol` (`ftol`), when $\Delta \le$ `rtol` $\|Dx\|$ (`xtol`), or when the largest cosine
-between $r$ and a column of $J$ is below `atol` (`gtol`).
+minimises $\|Jp + r\|$ within the trust region $\|Dp\| \le \Delta$ ($D$ the identity, or
+for MINPACK the largest column norms of $J$ seen so far). The multiplier $\lambda$ of
+$\min \|Jp + r\|^2 + \lambda \|Dp\|^2$ comes from a safeguarded Newton iteration on
+$1/\|Dp(\lambda)\| = 1/\Delta$ (Moré 1978, §5) in the basis of the SVD of $JD^{-1}$; the
+Gauss–Newton step is taken when it lies inside. The ratio of actual to predicted reduction
+decides:
 
-Why not optimistix's `LevenbergMarquardt`: its damping $\lambda I$ is unscaled and starts
-at $\lambda = 1$ whatever the size of $J^\top J$, and its trust region is a step-size
-multiplier, so its path, and which minimum a fit lands in, depends on the parameters'
-units. On the fits of `experiments/benchmarks/bench_fit_robustness.py` this one reaches
-the global optimum as often as scipy's MINPACK (issue 14, point 9; `docs/benchmarks.md`).
+- `policy="trf"`: accept any decrease; $\Delta \leftarrow \|Dp\|/4$ below ratio 0.25,
+  $2\Delta$ above 0.75 when the step reached the boundary; first $\Delta = \|x_0\|$. Stop
+  when the decrease is below `rtol` times the loss (ratio > 0.25), or the step below
+  `rtol` $(\mathrm{rtol} + \|x\|)$.
+- `policy="minpack"`: accept from ratio 1e-4; shrink by ½ … 1/10 below 0.25, set
+  $2\|Dp\|$ above 0.75 or for a Gauss–Newton step; first $\Delta = 100\,\|Dx_0\|$, cut to
+  the first step. Stop when actual and predicted relative reductions are below `rtol`, or
+  $\Delta \le$ `rtol` $\|Dx\|$.
 
-Reference: J. J. Moré, "The Levenberg–Marquardt algorithm: implementation and theory",
-in G. A. Watson (ed.), *Numerical Analysis*, Lecture Notes in Mathematics 630, 105–116
-(Springer, 1978).
+Both also stop when the residuals are orthogonal to every column of $J$ (cosines below
+`atol`). Each step evaluates the residuals and Jacobian once, at the trial point (the first
+step at $x_0$).
+
+Why not optimistix's `LevenbergMarquardt` (the default until issue 14): its damping
+$\lambda I$ starts at 1 whatever the size of $J^\top J$ and moves by fixed factors, so it
+needs about twice the evaluations, and from some starts it ends far from the optimum where
+MINPACK does not (the issue's Lotka–Volterra case). Over 600 random starts on six fits
+(`experiments/benchmarks/bench_fit_robustness.py`, `docs/benchmarks.md`) the `"trf"` rules
+succeed as often as scipy's best (458 vs scipy trf 461, MINPACK 420, optimistix LM 450).
+
+References: J. J. Moré, "The Levenberg–Marquardt algorithm: implementation and theory", in
+G. A. Watson (ed.), *Numerical Analysis*, Lecture Notes in Mathematics 630, 105–116
+(Springer, 1978); M. A. Branch, T. F. Coleman and Y. Li, "A subspace, interior, and
+conjugate gradient method for large-scale bound-constrained minimization problems", *SIAM
+J. Sci. Comput.* 21, 1–23 (1999) (scipy's `trf`).
 """
 
 from collections.abc import Callable
@@ -120,14 +132,15 @@ class _Trial(eqx.Module):
 
 
 class TrustRegionLM(optx.AbstractLeastSquaresSolver):
-    """A trust-region Levenberg–Marquardt method: Moré's (MINPACK `lmder`) or, with
-    `policy="trf"`, the radius and stopping rules of scipy's `trf` without bounds; see the
-    module docstring.
+    """A trust-region Levenberg–Marquardt method with scipy `trf`'s rules or MINPACK
+    `lmder`'s (see the module docstring). `fit(optimizer="trust_region")` builds
+    `TrustRegionLM(tol, tol, factor=1, scaled=False, policy="trf")`, `"minpack"` the
+    defaults.
 
     **Fields:** `rtol` (`ftol` and `xtol`), `atol` (`gtol`); `norm` is unused (the tests
     are MINPACK's or scipy's), kept for optimistix's interface; `factor`: the first trust
-    region is `factor * |D y0|` (MINPACK 100, TRF 1); `scaled`: `D` from the Jacobian's
-    column norms (Moré) or the identity; `policy`: `"minpack"` or `"trf"`.
+    region is `factor * |D y0|` (or `factor` at `y0 = 0`); `scaled`: `D` from the
+    Jacobian's column norms (Moré) or the identity; `policy`: `"minpack"` or `"trf"`.
     """
 
     rtol: float

@@ -347,7 +347,8 @@ def make_result(
         loss_history=np.asarray(hist[:, 0]) if len(hist) else np.zeros(0),
         grad_norm_history=np.asarray(hist[:, 1]) if len(hist) else np.zeros(0),
         status=status,
-        message=result_message(status, int(pick(carry.result)), steps, driver, fails),
+        message=result_message(status, int(pick(carry.result)), steps, driver, fails)
+        + _bound_note(names, transforms, u),
         num_steps=steps,
         rejected_steps=int(np.sum(hist[:, 2] == 0)) if len(hist) else 0,
         names=names,
@@ -358,6 +359,19 @@ def make_result(
         best_start=best,
         problem=problem,
         u=np.asarray(u),
+    )
+
+
+def _bound_note(names, transforms, u) -> str:
+    """A warning for the message when free values ended pressed against a bound."""
+    stuck = [n for i, n in enumerate(names) if transforms[n].saturated(float(u[i]))]
+    if not stuck:
+        return ""
+    ranges = ", ".join(f"{n} {transforms[n].describe()}" for n in stuck)
+    return (
+        f". At the edge of its range: {ranges}; the transform is flat there, so the fit "
+        "cannot move it and its standard error is undefined: the optimum may lie outside "
+        "the range, or another start may do better"
     )
 
 
