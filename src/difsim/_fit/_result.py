@@ -24,6 +24,7 @@ from difsim._core import Model
 from difsim._fit._drivers import AbstractDriver, forward_jacobian
 from difsim._fit._loop import Carry, result_message
 from difsim._fit._shooting import AbstractProblem
+from difsim._fit._transforms import saturation_note
 from difsim._io import (
     KIND_ATTR,
     atomic_write,
@@ -348,7 +349,7 @@ def make_result(
         grad_norm_history=np.asarray(hist[:, 1]) if len(hist) else np.zeros(0),
         status=status,
         message=result_message(status, int(pick(carry.result)), steps, driver, fails)
-        + _bound_note(names, transforms, u),
+        + saturation_note(transforms, u),
         num_steps=steps,
         rejected_steps=int(np.sum(hist[:, 2] == 0)) if len(hist) else 0,
         names=names,
@@ -359,19 +360,6 @@ def make_result(
         best_start=best,
         problem=problem,
         u=np.asarray(u),
-    )
-
-
-def _bound_note(names, transforms, u) -> str:
-    """A warning for the message when free values ended pressed against a bound."""
-    stuck = [n for i, n in enumerate(names) if transforms[n].saturated(float(u[i]))]
-    if not stuck:
-        return ""
-    ranges = ", ".join(f"{n} {transforms[n].describe()}" for n in stuck)
-    return (
-        f". At the edge of its range: {ranges}; the transform is flat there, so the fit "
-        "cannot move it and its standard error is undefined: the optimum may lie outside "
-        "the range, or another start may do better"
     )
 
 

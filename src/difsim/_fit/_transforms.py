@@ -163,6 +163,21 @@ class Bounded(AbstractTransform):
         return min(s, 1 - s) < SATURATED
 
 
+def saturation_note(transforms: dict[str, AbstractTransform], u) -> str:
+    """A sentence for a fit's message naming the free values that ended pressed against an
+    edge of their range (`u`: the unconstrained values, in `transforms`' order); `""` if
+    none did."""
+    stuck = [n for n, t, ui in zip(transforms, transforms.values(), u) if t.saturated(float(ui))]
+    if not stuck:
+        return ""
+    ranges = ", ".join(f"{n} {transforms[n].describe()}" for n in stuck)
+    return (
+        f". At the edge of its range: {ranges}; the transform is flat there, so the fit "
+        "cannot move it and its standard error is meaningless: the optimum may lie outside "
+        "the range, or another start may do better"
+    )
+
+
 def as_transform(spec: Any, name: str = "parameter") -> AbstractTransform:
     """A transform from a config-style spec: a transform instance, `None` or `"identity"`,
     `"positive"` (log), `"softplus"`, or a pair `[lower, upper]` (a [`Bounded`][])."""
