@@ -22,6 +22,12 @@ tolerances (1e-8). A start succeeds when its final loss is within 1e-6 (relative
 best loss any contender found on that problem. Costs: residual and Jacobian evaluations,
 and median CPU time per start after compilation.
 
+Contenders (`--contenders`, default the first six): difsim's `trust_region` (the default),
+`minpack`, `levenberg_marquardt` (optimistix), `dogleg` (optimistix); scipy's `lm`
+(MINPACK) and `trf`; and on request `difsim indirect lm` (optimistix's
+`IndirectLevenbergMarquardt`), `difsim trf scaled` (`trust_region` with MINPACK's
+Jacobian scaling) and `scipy lm x_scale=jac`.
+
 ```
 python experiments/benchmarks/bench_fit_robustness.py --starts 30
 python experiments/benchmarks/bench_fit_robustness.py --problems sir --starts 5
