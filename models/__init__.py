@@ -1,4 +1,4 @@
-"""The difsim model zoo: classic ODE systems with literature defaults.
+"""The difsim model zoo: classic ODE, PDE and SDE systems with literature defaults.
 
 `MODELS` is the explicit name → class table that configs use (`[model] name = "lorenz"`).
 See `docs/zoo.md` for the equations, parameters and sources.
@@ -7,6 +7,7 @@ See `docs/zoo.md` for the equations, parameters and sources.
 from difsim.models._advection import LinearAdvection as LinearAdvection
 from difsim.models._burgers import Burgers as Burgers
 from difsim.models._decay import ExponentialDecay as ExponentialDecay
+from difsim.models._double_well import DoubleWellLangevin as DoubleWellLangevin
 from difsim.models._epidemic import SEIR as SEIR, SIR as SIR
 from difsim.models._fitzhugh_nagumo import FitzHughNagumo as FitzHughNagumo
 from difsim.models._gray_scott import GrayScott as GrayScott
@@ -18,9 +19,11 @@ from difsim.models._lorenz import Lorenz as Lorenz
 from difsim.models._lotka_volterra import LotkaVolterra as LotkaVolterra
 from difsim.models._navier_stokes import NavierStokes2D as NavierStokes2D
 from difsim.models._oregonator import Oregonator as Oregonator
+from difsim.models._ornstein_uhlenbeck import OrnsteinUhlenbeck as OrnsteinUhlenbeck
 from difsim.models._oscillator import HarmonicOscillator as HarmonicOscillator
 from difsim.models._pendulum import DampedDrivenPendulum as DampedDrivenPendulum
 from difsim.models._robertson import Robertson as Robertson
+from difsim.models._stochastic_sir import StochasticSIR as StochasticSIR
 from difsim.models._van_der_pol import VanDerPol as VanDerPol
 from difsim.models._wave import Wave as Wave
 
@@ -45,4 +48,7 @@ MODELS: dict[str, type] = {
     "gray_scott": GrayScott,
     "fitzhugh_nagumo": FitzHughNagumo,
     "navier_stokes": NavierStokes2D,
+    "ornstein_uhlenbeck": OrnsteinUhlenbeck,
+    "double_well": DoubleWellLangevin,
+    "stochastic_sir": StochasticSIR,
 }

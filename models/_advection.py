@@ -37,7 +37,9 @@ class LinearAdvection(Model):
     """
 
     c: float = param(1.0, units="m/s", description="advection velocity (one per axis)")
-    grid: Grid = param(Grid.periodic(128, 1.0), description="spatial grid and boundary conditions")
+    grid: Grid = param(
+        Grid.periodic(128, 1.0, units="m"), description="spatial grid and boundary conditions"
+    )
     scheme: str = eqx.field(default="weno5", static=True)
     limiter: str = eqx.field(default="van_leer", static=True)
     state = State(u=Var(_FROM_GRID, units="1", description="advected quantity"))

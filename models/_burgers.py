@@ -42,7 +42,7 @@ class Burgers(Model):
 
     nu: float = param(0.01 / jnp.pi, units="m^2/s", description="kinematic viscosity")
     grid: Grid = param(
-        Grid.dirichlet(256, 2.0, origin=-1.0),
+        Grid.dirichlet(256, 2.0, origin=-1.0, units="m"),
         description="spatial grid and boundary conditions",
     )
     scheme: str = eqx.field(default="weno5", static=True)

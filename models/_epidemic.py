@@ -4,7 +4,8 @@ from typing import ClassVar
 
 from difsim._core import Model, State, Var, param
 
-_PERSON = "person"
+# Counts of people: UDUNITS and pint both know "count" (dimensionless).
+_PERSON = "count"
 
 
 class SIR(Model):
@@ -33,9 +34,9 @@ class SIR(Model):
     beta: float = param(1.66, units="1/day", description="transmission rate")
     gamma: float = param(1.0 / 2.2, units="1/day", description="recovery rate")
     state = State(
-        S=Var(762.0, units=_PERSON, description="susceptible"),
-        I=Var(1.0, units=_PERSON, description="infectious"),
-        R=Var(0.0, units=_PERSON, description="recovered"),
+        S=Var(762.0, units=_PERSON, description="susceptible people"),
+        I=Var(1.0, units=_PERSON, description="infectious people"),
+        R=Var(0.0, units=_PERSON, description="recovered people"),
     )
     time_units: ClassVar[str] = "day"
     phase: ClassVar = ("S", "I")
@@ -75,10 +76,10 @@ class SEIR(Model):
     sigma: float = param(1.0 / 1.4, units="1/day", description="rate of becoming infectious")
     gamma: float = param(1.0 / 2.2, units="1/day", description="recovery rate")
     state = State(
-        S=Var(762.0, units=_PERSON, description="susceptible"),
-        E=Var(0.0, units=_PERSON, description="exposed (latent)"),
-        I=Var(1.0, units=_PERSON, description="infectious"),
-        R=Var(0.0, units=_PERSON, description="recovered"),
+        S=Var(762.0, units=_PERSON, description="susceptible people"),
+        E=Var(0.0, units=_PERSON, description="exposed (latent) people"),
+        I=Var(1.0, units=_PERSON, description="infectious people"),
+        R=Var(0.0, units=_PERSON, description="recovered people"),
     )
     time_units: ClassVar[str] = "day"
     phase: ClassVar = ("S", "I")

@@ -43,7 +43,7 @@ class FitzHughNagumo(Model):
     J. Nagumo, S. Arimoto and S. Yoshizawa, Proc. IRE 50, 2061 (1962).
     """
 
-    D: float = param(1.0, units="length^2/time", description="diffusivity of u")
+    D: float = param(1.0, units="1", description="diffusivity of u")
     a: float = param(0.7, units="1", description="offset of the recovery nullcline")
     b: float = param(0.8, units="1", description="slope factor of the recovery nullcline")
     eps: float = param(0.02, units="1", description="recovery rate (time-scale ratio)")
@@ -54,6 +54,7 @@ class FitzHughNagumo(Model):
         u=Var(None, units="1", description="excitation (membrane potential)"),
         v=Var(None, units="1", description="recovery variable"),
     )
+    time_units: ClassVar[str] = "1"  # dimensionless (model units), like space
     solver_defaults: ClassVar = {"solver": "tsit5", "rtol": 1e-5, "atol": 1e-5}
 
     def __check_init__(self):

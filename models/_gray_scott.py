@@ -49,13 +49,13 @@ class GrayScott(Model):
     by the Gray-Scott model: Pearson's parametrization", mrob.com/pub/comp/xmorphia.
     """
 
-    Du: float = param(2e-5, units="length^2/time", description="diffusivity of u")
-    Dv: float = param(1e-5, units="length^2/time", description="diffusivity of v")
-    F: float = param(0.046, units="1/time", description="feed rate of u")
-    k: float = param(0.061, units="1/time", description="removal rate of v, minus F")
+    Du: float = param(2e-5, units="1", description="diffusivity of u")
+    Dv: float = param(1e-5, units="1", description="diffusivity of v")
+    F: float = param(0.046, units="1", description="feed rate of u")
+    k: float = param(0.061, units="1", description="removal rate of v, minus F")
     noise: float = param(0.01, units="1", description="relative amplitude of initial noise")
-    seed: int = param(0, description="random seed of the initial noise")
-    square: float = param(0.2, units="length", description="side of the perturbed square")
+    seed: int = param(0, units="1", description="random seed of the initial noise")
+    square: float = param(0.2, units="1", description="side of the perturbed square")
     grid: Grid = param(Grid.periodic((256, 256), (2.5, 2.5)), description="periodic 2-D grid")
     state = State(
         u=Var(None, units="1", description="concentration of U (substrate)"),
@@ -63,6 +63,7 @@ class GrayScott(Model):
     )
     # At Pearson's spacing diffusion is only mildly stiff (dt·ρ ≈ 1.7 at dt = 1): Tsit5 with a
     # fixed step beats ETDRK4 at equal error by 2.6x (experiments/benchmarks/bench_pde.py).
+    time_units: ClassVar[str] = "1"  # dimensionless (model units), like space
     solver_defaults: ClassVar = {"solver": "tsit5", "dt0": 1.0, "controller": "constant"}
 
     def __check_init__(self):

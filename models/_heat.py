@@ -62,7 +62,9 @@ class Heat(Model):
 
     D: float = param(1.11e-4, units="m^2/s", description="thermal diffusivity")
     source: float = param(0.0, units="K/s", description="heat source (number or field)")
-    grid: Grid = param(Grid.dirichlet(64, 0.1), description="spatial grid and boundary conditions")
+    grid: Grid = param(
+        Grid.dirichlet(64, 0.1, units="m"), description="spatial grid and boundary conditions"
+    )
     order: int = eqx.field(default=2, static=True)
     state = State(
         u=Var(_FROM_GRID, units="K", description="temperature excess"),

@@ -37,28 +37,29 @@ class Hires(Model):
     F. Iavernaro, *Test Set for IVP Solvers* (Univ. of Bari), problem HIRES.
     """
 
-    k0: float = param(7e-4, description="constant source of y1")
-    k1: float = param(1.71, description="rate of y1 -> y2, y3 -> y4 and y5 -> y6")
-    k2: float = param(0.43, description="rate of y2 -> y1, y4 -> y3, y6 -> y5 and y7 -> y5")
-    k3: float = param(8.32, description="rate of y3 -> y1 and y2 -> y4")
-    k4: float = param(0.69, description="rate of y4 -> y6 and y7 -> y6")
-    k5: float = param(0.035, description="rate of y5 -> y3")
-    k6: float = param(8.75, description="loss rate of y2")
-    k7: float = param(10.03, description="loss rate of y3")
-    k8: float = param(1.12, description="loss rate of y4")
-    k9: float = param(1.745, description="loss rate of y5")
-    k10: float = param(280.0, description="rate of y6 + y8 -> y7")
-    k11: float = param(1.81, description="rate of y7 -> y6 + y8")
+    k0: float = param(7e-4, units="1", description="constant source of y1")
+    k1: float = param(1.71, units="1", description="rate of y1 -> y2, y3 -> y4 and y5 -> y6")
+    k2: float = param(0.43, units="1", description="rate of y2 -> y1, y4 -> y3, y6, y7 -> y5")
+    k3: float = param(8.32, units="1", description="rate of y3 -> y1 and y2 -> y4")
+    k4: float = param(0.69, units="1", description="rate of y4 -> y6 and y7 -> y6")
+    k5: float = param(0.035, units="1", description="rate of y5 -> y3")
+    k6: float = param(8.75, units="1", description="loss rate of y2")
+    k7: float = param(10.03, units="1", description="loss rate of y3")
+    k8: float = param(1.12, units="1", description="loss rate of y4")
+    k9: float = param(1.745, units="1", description="loss rate of y5")
+    k10: float = param(280.0, units="1", description="rate of y6 + y8 -> y7")
+    k11: float = param(1.81, units="1", description="rate of y7 -> y6 + y8")
     state = State(
-        y1=Var(1.0, description="concentration of species 1"),
-        y2=Var(0.0, description="concentration of species 2"),
-        y3=Var(0.0, description="concentration of species 3"),
-        y4=Var(0.0, description="concentration of species 4"),
-        y5=Var(0.0, description="concentration of species 5"),
-        y6=Var(0.0, description="concentration of species 6"),
-        y7=Var(0.0, description="concentration of species 7, formed from 6 and 8"),
-        y8=Var(0.0057, description="concentration of species 8"),
+        y1=Var(1.0, units="1", description="concentration of species 1"),
+        y2=Var(0.0, units="1", description="concentration of species 2"),
+        y3=Var(0.0, units="1", description="concentration of species 3"),
+        y4=Var(0.0, units="1", description="concentration of species 4"),
+        y5=Var(0.0, units="1", description="concentration of species 5"),
+        y6=Var(0.0, units="1", description="concentration of species 6"),
+        y7=Var(0.0, units="1", description="concentration of species 7, formed from 6 and 8"),
+        y8=Var(0.0057, units="1", description="concentration of species 8"),
     )
+    time_units: ClassVar[str] = "1"
     stiff: ClassVar[bool] = True
 
     def rhs(self, t, s):

@@ -4,7 +4,7 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from difsim._core import Model, State, Var, param
+from difsim._core import Model, State, Var, VarInfo, param
 
 # `None` means "derive this initial value from the eccentricity `e`" (see initial_state):
 # unlike a numeric placeholder it can never leak into a computation unnoticed.
@@ -38,12 +38,19 @@ class Kepler(Model):
 
     e: float = param(0.6, units="1", description="orbital eccentricity (sets initial state)")
     state = State(
-        q1=Var(_FROM_E, description="position, first coordinate"),
-        q2=Var(_FROM_E, description="position, second coordinate"),
-        p1=Var(_FROM_E, description="momentum, first coordinate"),
-        p2=Var(_FROM_E, description="momentum, second coordinate"),
+        q1=Var(_FROM_E, units="1", description="position, first coordinate"),
+        q2=Var(_FROM_E, units="1", description="position, second coordinate"),
+        p1=Var(_FROM_E, units="1", description="momentum, first coordinate"),
+        p2=Var(_FROM_E, units="1", description="momentum, second coordinate"),
     )
+    time_units: ClassVar[str] = "1"
+    # The orbit in the plane, undistorted; energy and angular momentum drift as a check.
     phase: ClassVar = ("q1", "q2")
+    phase_aspect: ClassVar[str] = "equal"
+    invariants: ClassVar = {
+        "energy": VarInfo(units="1", description="total energy H"),
+        "angular_momentum": VarInfo(units="1", description="angular momentum L"),
+    }
 
     def initial_state(self) -> State:
         """Perihelion state of eccentricity `e`, for each variable not set explicitly."""

@@ -41,6 +41,7 @@ class KuramotoSivashinsky(Model):
         Grid.periodic(256, 32 * math.pi), description="periodic 1-D grid (length L = 32π)"
     )
     state = State(u=Var(None, units="1", description="KS field u"))
+    time_units: ClassVar[str] = "1"  # dimensionless (model units), like space
     solver_defaults: ClassVar = {"solver": "etdrk4", "dt0": 0.25, "controller": "constant"}
 
     def __check_init__(self):

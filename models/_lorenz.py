@@ -18,14 +18,15 @@ class Lorenz(Model):
     Source: E. N. Lorenz, "Deterministic nonperiodic flow", J. Atmos. Sci. 20, 130 (1963).
     """
 
-    sigma: float = param(10.0, description="Prandtl number")
-    rho: float = param(28.0, description="reduced Rayleigh number")
-    beta: float = param(8.0 / 3.0, description="geometric factor")
+    sigma: float = param(10.0, units="1", description="Prandtl number")
+    rho: float = param(28.0, units="1", description="reduced Rayleigh number")
+    beta: float = param(8.0 / 3.0, units="1", description="geometric factor")
     state = State(
-        x=Var(1.0, description="convection intensity"),
-        y=Var(0.0, description="horizontal temperature variation"),
-        z=Var(0.0, description="vertical temperature variation"),
+        x=Var(1.0, units="1", description="convection intensity"),
+        y=Var(0.0, units="1", description="horizontal temperature variation"),
+        z=Var(0.0, units="1", description="vertical temperature variation"),
     )
+    time_units: ClassVar[str] = "1"
     phase: ClassVar = ("x", "z")
 
     def rhs(self, t, s):

@@ -17,7 +17,8 @@ class LotkaVolterra(Model):
     rate, 1/(year · thousand pelts); 0.028), `gamma` (predator death rate, 1/year; 0.80),
     `delta` (predator growth per prey, 1/(year · thousand pelts); 0.024). **State:** `prey`
     (snowshoe hare, thousands of pelts; default 30), `predator` (Canadian lynx, thousands of
-    pelts; default 4). Time in years, $t = 0$ being 1900.
+    pelts; default 4), in units of `kcount` (a thousand counts, valid for UDUNITS and pint).
+    Time in years, $t = 0$ being 1900.
 
     Source: the posterior means of B. Carpenter, "Predator-Prey Population Dynamics: the
     Lotka-Volterra model in Stan" (Stan case study, 2018), fitted to the Hudson's Bay
@@ -27,14 +28,12 @@ class LotkaVolterra(Model):
     """
 
     alpha: float = param(0.55, units="1/year", description="prey growth rate")
-    beta: float = param(0.028, units="1/(year thousand_pelts)", description="predation rate")
+    beta: float = param(0.028, units="1/(year kcount)", description="predation rate")
     gamma: float = param(0.80, units="1/year", description="predator death rate")
-    delta: float = param(
-        0.024, units="1/(year thousand_pelts)", description="predator growth per prey"
-    )
+    delta: float = param(0.024, units="1/(year kcount)", description="predator growth per prey")
     state = State(
-        prey=Var(30.0, units="thousand_pelts", description="prey (snowshoe hare)"),
-        predator=Var(4.0, units="thousand_pelts", description="predator (Canadian lynx)"),
+        prey=Var(30.0, units="kcount", description="prey (snowshoe hare pelts)"),
+        predator=Var(4.0, units="kcount", description="predator (Canadian lynx pelts)"),
     )
     time_units: ClassVar[str] = "year"
     phase: ClassVar = ("prey", "predator")

@@ -61,18 +61,17 @@ class NavierStokes2D(Model):
     Methods in Fluid Dynamics* (Springer, 1988).
     """
 
-    nu: float = param(1e-3, units="length^2/time", description="kinematic viscosity")
-    drag: float = param(0.1, units="1/time", description="linear drag coefficient mu")
-    forcing: float = param(
-        1.0, units="length/time^2", description="amplitude A of the force A sin(k_f y) x̂"
-    )
-    k_f: float = param(4.0, units="1/length", description="wavenumber of the forcing")
-    seed: int = param(0, description="random seed of the initial vorticity")
+    nu: float = param(1e-3, units="1", description="kinematic viscosity")
+    drag: float = param(0.1, units="1", description="linear drag coefficient mu")
+    forcing: float = param(1.0, units="1", description="amplitude A of the force A sin(k_f y) x̂")
+    k_f: float = param(4.0, units="1", description="wavenumber of the forcing")
+    seed: int = param(0, units="1", description="random seed of the initial vorticity")
     grid: Grid = param(
         Grid.periodic((256, 256), (2 * math.pi, 2 * math.pi)),
         description="periodic 2-D grid",
     )
-    state = State(omega=Var(None, units="1/time", description="vorticity"))
+    state = State(omega=Var(None, units="1", description="vorticity"))
+    time_units: ClassVar[str] = "1"  # dimensionless (model units), like space
     solver_defaults: ClassVar = {"solver": "etdrk4", "dt0": 0.005, "controller": "constant"}
 
     def __check_init__(self):

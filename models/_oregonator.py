@@ -29,14 +29,15 @@ class Oregonator(Model):
     Springer 1996), §IV.1 (problem OREGO), whose parameters and initial state these are.
     """
 
-    s: float = param(77.27, description="time-scale ratio of the HBrO2 and Br- equations")
-    w: float = param(0.161, description="relaxation rate of Ce(IV)")
-    q: float = param(8.375e-6, description="ratio of the autocatalytic rate constants")
+    s: float = param(77.27, units="1", description="time-scale ratio of the HBrO2 and Br- rates")
+    w: float = param(0.161, units="1", description="relaxation rate of Ce(IV)")
+    q: float = param(8.375e-6, units="1", description="ratio of the autocatalytic rate constants")
     state = State(
         y1=Var(1.0, units="1", description="scaled concentration of HBrO2"),
         y2=Var(2.0, units="1", description="scaled concentration of Br-"),
         y3=Var(3.0, units="1", description="scaled concentration of Ce(IV)"),
     )
+    time_units: ClassVar[str] = "1"
     stiff: ClassVar[bool] = True
 
     def rhs(self, t, s):

@@ -18,7 +18,7 @@ class Robertson(Model):
     viewed on a log time axis out to $t = 10^{11}$.
 
     **Parameters:** `k1` (0.04), `k2` (3e7), `k3` (1e4): rate constants in 1/time and
-    1/(concentration · time). **State:** `y1` (default 1), `y2` (0), `y3` (0),
+    1/(concentration · time), all dimensionless. **State:** `y1` (default 1), `y2` (0), `y3` (0),
     dimensionless concentrations. Time in model units.
 
     Source: H. H. Robertson, "The solution of a set of reaction rate equations", in
@@ -27,15 +27,18 @@ class Robertson(Model):
     Springer 1996), §IV.1 (problem ROBER).
     """
 
-    k1: float = param(0.04, description="rate constant of A -> B")
-    k2: float = param(3e7, description="rate constant of 2B -> B + C")
-    k3: float = param(1e4, description="rate constant of B + C -> A + C")
+    k1: float = param(0.04, units="1", description="rate constant of A -> B")
+    k2: float = param(3e7, units="1", description="rate constant of 2B -> B + C")
+    k3: float = param(1e4, units="1", description="rate constant of B + C -> A + C")
     state = State(
         y1=Var(1.0, units="1", description="concentration of A"),
         y2=Var(0.0, units="1", description="concentration of B"),
         y3=Var(0.0, units="1", description="concentration of C"),
     )
+    time_units: ClassVar[str] = "1"
     stiff: ClassVar[bool] = True
+    # Kinetics over eleven decades of time: drawn on a log time axis.
+    plot_time_scale: ClassVar[str] = "log"
 
     def rhs(self, t, s):
         a_to_b = self.k1 * s.y1

@@ -24,9 +24,10 @@ class VanDerPol(Model):
 
     mu: float = param(1.0, units="1", description="nonlinear damping strength")
     state = State(
-        x=Var(2.0, description="position"),
-        v=Var(0.0, description="velocity"),
+        x=Var(2.0, units="1", description="position"),
+        v=Var(0.0, units="1", description="velocity"),
     )
+    time_units: ClassVar[str] = "1"
     phase: ClassVar = ("x", "v")
 
     def rhs(self, t, s):

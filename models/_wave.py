@@ -40,7 +40,9 @@ class Wave(Model):
     """
 
     c: float = param(1.0, units="m/s", description="wave speed")
-    grid: Grid = param(Grid.dirichlet(128, 1.0), description="spatial grid and boundary conditions")
+    grid: Grid = param(
+        Grid.dirichlet(128, 1.0, units="m"), description="spatial grid and boundary conditions"
+    )
     order: int = eqx.field(default=2, static=True)
     state = State(
         u=Var(_FROM_GRID, units="m", description="displacement"),

@@ -7,7 +7,8 @@ without import cycles. Every name a config may use is listed in [`SOLVERS`][],
 ([`ETDRK4`][], [`CrankNicolson`][], [`BackwardEuler`][]) are diffrax solvers for a
 `MultiTerm(non-stiff, linear stiff)`; [`newton_krylov`][] makes an implicit solver
 matrix-free; [`Rodas5P`][] is a Rosenbrock method for small stiff systems; [`StageNewton`][]
-solves the stages of the named implicit solvers (its `kappa` is their `root_tol`).
+solves the stages of the named implicit solvers (its `kappa` is their `root_tol`). Stochastic
+models take the SDE solvers of [`SDE_SOLVERS`][] (Euler–Maruyama, Milstein, Heun, ShARK, …).
 """
 
 from difsim.solvers._etdrk4 import ETDRK4 as ETDRK4
@@ -32,5 +33,12 @@ from difsim.solvers._registry import (
     wants_split_terms as wants_split_terms,
 )
 from difsim.solvers._rosenbrock import Rodas5P as Rodas5P
+from difsim.solvers._sde import (
+    SDE_SOLVERS as SDE_SOLVERS,
+    SDESolverInfo as SDESolverInfo,
+    default_sde_solver as default_sde_solver,
+    make_sde_solver as make_sde_solver,
+    sde_solver_info as sde_solver_info,
+)
 from difsim.solvers._spectral_term import SpectralODETerm as SpectralODETerm
 from difsim.solvers._stage_newton import StageNewton as StageNewton

@@ -7,6 +7,14 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Test files run in parallel processes (pytest-xdist): on a GPU, let them share its memory.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# `difsim run` turns JAX's persistent compilation cache on (in ~/.cache) for its process and
+# compiles equinox's checks as NaN: tests that call the CLI in-process or as a subprocess
+# must do neither (tests/test_compile_cache.py turns it on in its own subprocesses).
+os.environ.setdefault("DIFSIM_COMPILE_CACHE", "off")
+# Outputs record when they were made (CF `history`). A fixed moment (the reproducible-builds
+# convention, see difsim._io._cf) lets tests compare files of runs made at different times
+# byte for byte; tests of the clock itself remove it.
+os.environ.setdefault("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01T00:00:00Z
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

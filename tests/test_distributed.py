@@ -41,9 +41,11 @@ def run_processes(
     devices_per_process: int = 2,
     timeout: float = 120.0,
     env: dict[str, str] | None = None,
+    launcher: str = "difsim",
 ) -> list[tuple[int, str]]:
     """Run `python script *args` as `num_processes` processes of one JAX distributed run on
-    127.0.0.1 (settings through the `DIFSIM_*` variables).
+    127.0.0.1: settings through the `DIFSIM_*` variables, or (`launcher="slurm"`) as `srun`
+    would set them for one job step, left to JAX's cluster detection.
 
     Every process is killed at the latest after `timeout` seconds (a crashed peer leaves
     the others waiting on a collective). One retry on a new port if the coordinator's port
@@ -53,22 +55,33 @@ def run_processes(
     """
     for attempt in range(2):
         port = free_port()
-        results = _launch(script, args, port, num_processes, devices_per_process, timeout, env)
+        results = _launch(
+            script, args, port, num_processes, devices_per_process, timeout, env, launcher
+        )
         if attempt == 0 and any("ddress already in use" in out for _, out in results):
             continue
         return results
     return results
 
 
-def _launch(script, args, port, n, per_process, timeout, extra_env):
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "DIFSIM_"))}
+def _launch(script, args, port, n, per_process, timeout, extra_env, launcher):
+    # Launch settings stripped; the suite's other DIFSIM_* settings (no compilation cache,
+    # conftest.py) kept.
+    clean = ("SLURM_", "OMPI_", "JAX_COORDINATOR", dd.ENV_COORDINATOR, dd.ENV_NUM_PROCESSES,
+             dd.ENV_PROCESS_ID)  # fmt: skip
+    base = {k: v for k, v in os.environ.items() if not k.startswith(clean)}
     base.update(
         XLA_FLAGS=f"--xla_force_host_platform_device_count={per_process}",
         JAX_PLATFORMS="cpu",
-        DIFSIM_COORDINATOR=f"127.0.0.1:{port}",
-        DIFSIM_NUM_PROCESSES=str(n),
         **(extra_env or {}),
     )
+    if launcher == "slurm":
+        base.update(SLURM_JOB_ID="4242", SLURM_STEP_NODELIST="127.0.0.1", SLURM_NTASKS=str(n))
+        base.update(JAX_COORDINATOR_PORT=str(port))  # JAX's override of its port rule
+        own = lambda pid: {"SLURM_PROCID": str(pid), "SLURM_LOCALID": str(pid)}  # noqa: E731
+    else:
+        base.update(DIFSIM_COORDINATOR=f"127.0.0.1:{port}", DIFSIM_NUM_PROCESSES=str(n))
+        own = lambda pid: {"DIFSIM_PROCESS_ID": str(pid)}  # noqa: E731
     procs, logs = [], []
     try:
         for pid in range(n):
@@ -77,7 +90,7 @@ def _launch(script, args, port, n, per_process, timeout, extra_env):
             procs.append(
                 subprocess.Popen(
                     [sys.executable, str(script), *args],
-                    env={**base, "DIFSIM_PROCESS_ID": str(pid)},
+                    env={**base, **own(pid)},
                     cwd=ROOT,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -234,6 +247,15 @@ def test_launch_from_slurm():
     assert dd.launch_from_env(explicit) is None
 
 
+def test_launch_from_open_mpi():
+    job = {"OMPI_MCA_orte_hnp_uri": "1531576320.0;tcp://10.0.0.1:34911"}
+    job.update(OMPI_COMM_WORLD_SIZE="4", OMPI_COMM_WORLD_RANK="2")
+    assert dd.launch_from_env(job) == dd.Launch(None, None, None, "Open MPI")
+    assert dd.launch_from_env({**job, "OMPI_COMM_WORLD_SIZE": "1"}) is None
+    with pytest.raises(ValueError, match="OMPI_COMM_WORLD_SIZE must be an integer"):
+        dd.launch_from_env({**job, "OMPI_COMM_WORLD_SIZE": "four"})
+
+
 def test_no_join_without_launch_settings(monkeypatch):
     for key in list(os.environ):
         if key.startswith(("SLURM_", "DIFSIM_")):
@@ -266,12 +288,21 @@ def test_importing_difsim_leaves_jax_unstarted():
     assert "DIFSIM_COORDINATOR" in proc.stdout
 
 
-def test_initialize_after_jax_started_explains():
+def test_joining_after_jax_started_explains(monkeypatch):
     jax.devices()  # the backend is up in this process
-    with pytest.raises(RuntimeError, match="before any JAX computation"):
-        dd.initialize("127.0.0.1:1", 2, 0)
-    with pytest.raises(ValueError, match="host:port"):
-        dd.initialize("127.0.0.1", 2, 0)
+    for key in list(os.environ):
+        if key.startswith(("SLURM_", "DIFSIM_", "OMPI_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("DIFSIM_NUM_PROCESSES", "2")
+    monkeypatch.setenv("DIFSIM_PROCESS_ID", "0")
+    monkeypatch.setenv("DIFSIM_COORDINATOR", "127.0.0.1")
+    with pytest.raises(ValueError, match="DIFSIM_COORDINATOR must be 'host:port'"):
+        dd.maybe_initialize_from_env()
+    monkeypatch.setenv("DIFSIM_COORDINATOR", "127.0.0.1:1")
+    # JAX's own check, in its own words: joining must come before any computation.
+    with pytest.raises(RuntimeError, match="must be called before any JAX calls"):
+        dd.maybe_initialize_from_env()
+    assert not jax.distributed.is_initialized()
 
 
 # ------------------------------------------------------------------ two real processes
@@ -314,10 +345,13 @@ WORKER = textwrap.dedent(
 )
 
 
-def test_two_processes(tmp_path):
+@pytest.mark.parametrize("launcher", ["difsim", "slurm"])
+def test_two_processes(tmp_path, launcher):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    results = run_processes(script, [], num_processes=2, devices_per_process=2, timeout=90)
+    results = run_processes(
+        script, [], num_processes=2, devices_per_process=2, timeout=90, launcher=launcher
+    )
     check_ok(results)
     reports = [json.loads(log.split("RESULT ", 1)[1].splitlines()[0]) for _, log in results]
     host = np.linspace(0.0, 3.0, 24).reshape(8, 3)

@@ -131,8 +131,9 @@ def test_fragments_are_few_and_every_doc_with_code_runs():
     assert len(skipped) <= MAX_SKIPPED, f"too many skipped blocks: {skipped}"
     assert len(blocks) - len(skipped) >= 20  # the extractor still finds the docs' code
     from .test_docs_guides import HERE as GUIDES
+    from .test_docs_stochastic import HERE as STOCHASTIC
 
-    covered = sorted(HERE + GUIDES)
+    covered = sorted(HERE + GUIDES + STOCHASTIC)
     assert covered == sorted(str(p.relative_to(ROOT)) for p in RUNNABLE), covered
 
 

@@ -110,6 +110,13 @@ def test_sweeps_lorenz_at_rho_zero_decays_exactly(run_doc):
     np.testing.assert_allclose(float(out.x[0]), np.exp(-10.0), atol=1e-6)
 
 
+def test_sweeps_store_is_read_chunk_by_chunk_while_the_sweep_runs(run_doc):
+    sweeps = run_doc("docs/sweeps.md")
+    assert sweeps["seen"] == [25_000, 50_000, 75_000, 100_000]
+    # The file assembled from the store holds what the sweep in memory computes.
+    np.testing.assert_allclose(sweeps["live"].x.values, sweeps["out"].x.values, rtol=1e-12)
+
+
 def test_sweeps_observable_is_the_rate_over_the_drive_frequency(run_doc):
     sweeps = run_doc("docs/sweeps.md")
     locking, omega_d = sweeps["locking"], sweeps["Pendulum"]().omega_d

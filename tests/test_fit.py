@@ -165,14 +165,19 @@ def test_multiple_shooting_recovers_a_longer_series():
     assert problem.extra_names[:2] == ("segment1.prey", "segment1.predator")
 
 
-def test_checkpoint_resume_equals_uninterrupted(tmp_path, capsys):
+def test_checkpoint_resume_equals_uninterrupted(tmp_path, caplog, monkeypatch):
     data = lv_data(noise=0.05)
     kw = dict(optimizer="adam", learning_rate=0.05, **ADAM)
     path = tmp_path / "fit.ckpt"
     first = fit(START, data, FREE, steps=60, checkpoint=path, **kw)
     assert path.exists() and first.num_steps == 60
-    resumed = fit(START, data, FREE, steps=130, checkpoint=path, progress=True, **kw)
-    assert "fit (adam)" in capsys.readouterr().err
+    monkeypatch.setenv("DIFSIM_PROGRESS_INTERVAL", "0")  # a progress line per block
+    with caplog.at_level("INFO", logger="difsim.progress"):
+        resumed = fit(START, data, FREE, steps=130, checkpoint=path, progress=True, **kw)
+    # The display resumed at step 60: its first line is after the next block (110 steps).
+    lines = [r.getMessage() for r in caplog.records if r.name == "difsim.progress"]
+    assert lines[0].startswith("fit (adam): 110 of 130 steps (85%), loss ")
+    assert lines[-1].startswith("fit (adam): done, 130 of 130 steps in ")
     straight = fit(START, data, FREE, steps=130, **kw)
     assert resumed.num_steps == straight.num_steps == 130
     np.testing.assert_array_equal(resumed.loss_history, straight.loss_history)
@@ -192,8 +197,11 @@ def test_result_outputs(noisy_lm, tmp_path):
     assert "converged" in text
     dataset = noisy_lm.to_xarray()
     np.testing.assert_allclose(dataset["value"].sel(parameter="beta"), noisy_lm.parameters["beta"])
+    # The file holds the correlation (dimensionless); covariance = corr_ij · se_i · se_j.
+    se = dataset["stderr"].values
+    np.testing.assert_allclose(np.diag(dataset["correlation"].values), 1.0, rtol=1e-12)
     np.testing.assert_allclose(
-        np.sqrt(np.diag(dataset["covariance"].values)), dataset["stderr"].values, rtol=1e-12
+        dataset["correlation"].values * np.outer(se, se), noisy_lm.covariance, rtol=1e-12
     )
     assert dataset["hare_fit"].dims == ("time",)
     nc = noisy_lm.save(tmp_path / "fit.nc")
@@ -272,5 +280,5 @@ def test_an_unfinished_fit_has_the_step_budget_status():
 def test_a_checkpoint_of_an_older_format_is_refused(tmp_path):
     path = tmp_path / "old.ckpt"
     path.write_bytes(b"DIFSIM-FIT-CHECKPOINT 1\n{}\n")
-    with pytest.raises(ValueError, match="written by an older difsim; delete it"):
+    with pytest.raises(ValueError, match="written by an older difsim .*; delete it"):
         fit(START, lv_data(), FREE, steps=10, checkpoint=path, **KW)

@@ -35,7 +35,8 @@ def _sweep(kind: str) -> xr.Dataset:
 
 
 def test_output_kind_names_one_entry_per_kind():
-    assert set(PLOTS) == {"sweep", "fields", "series"}
+    assert set(PLOTS) == {"fit", "fan", "sweep", "fields", "series"}
+    assert output_kind(_series().assign_attrs(difsim_output="fit")) == "fit"
     assert output_kind(_series()) == "series"
     assert output_kind(_fields()) == "fields"
     for kind in ("grid", "zip", "random"):

@@ -4,7 +4,9 @@ The lists were taken on 2026-11-24, before the layered redesign (issue 10) moved
 implementation into subpackages. A name that disappears, changes kind, or appears without
 being added here fails: the public face changes only on purpose. (One entry was dropped on
 purpose: `importlib`, the standard-library module the old `__init__.py` happened to leave in
-the namespace; `wants_split_terms` was added to `difsim.solvers`.)"""
+the namespace; `wants_split_terms` was added to `difsim.solvers`; issue 13 added the
+stochastic models: `Noise`, `brownian_path`, `KalmanLikelihood`, `SimulatedMoments`, three
+SDE zoo models and the SDE solver table.)"""
 
 import inspect
 
@@ -26,14 +28,18 @@ DIFSIM = {
     "Grid": "class",
     "GridSweep": "class",
     "Identity": "class",
+    "KalmanLikelihood": "class",
     "LogUniform": "class",
     "Model": "class",
     "MultipleShooting": "class",
     "Neumann": "class",
+    "Noise": "class",
     "Normal": "class",
     "Periodic": "class",
     "Positive": "class",
     "RandomSweep": "class",
+    "ResourceError": "class",
+    "SimulatedMoments": "class",
     "Solution": "class",
     "State": "class",
     "Status": "class",
@@ -44,6 +50,7 @@ DIFSIM = {
     "advection": "function",
     "animate": "function",
     "biharmonic": "function",
+    "brownian_path": "function",
     "conservative_divergence": "function",
     "dealias": "function",
     "dealias_mask": "function",
@@ -82,6 +89,7 @@ DIFSIM = {
 MODELS = {
     "Burgers": "class",
     "DampedDrivenPendulum": "class",
+    "DoubleWellLangevin": "class",
     "ExponentialDecay": "class",
     "FitzHughNagumo": "class",
     "GrayScott": "class",
@@ -96,9 +104,11 @@ MODELS = {
     "MODELS": "dict",
     "NavierStokes2D": "class",
     "Oregonator": "class",
+    "OrnsteinUhlenbeck": "class",
     "Robertson": "class",
     "SEIR": "class",
     "SIR": "class",
+    "StochasticSIR": "class",
     "VanDerPol": "class",
     "Wave": "class",
 }
@@ -113,15 +123,20 @@ SOLVERS = {
     "DEFAULT_ROOT_TOL": "float",
     "ETDRK4": "class",
     "Rodas5P": "class",
+    "SDESolverInfo": "class",
+    "SDE_SOLVERS": "dict",
     "SOLVERS": "dict",
     "ScaledKrylov": "class",
     "SolverInfo": "class",
     "SpectralODETerm": "class",
     "StageNewton": "class",
+    "default_sde_solver": "function",
     "make_adjoint": "function",
     "make_controller": "function",
+    "make_sde_solver": "function",
     "make_solver": "function",
     "newton_krylov": "function",
+    "sde_solver_info": "function",
     "solver_info": "function",
     "wants_split_terms": "function",
 }

@@ -110,7 +110,7 @@ def test_to_xarray_labels_everything(sol):
 def test_no_docstring_no_title():
     data = ds.simulate(Decay(), t=TS).to_xarray()
     assert "title" not in data.attrs and data["y"].dims == ("time",)
-    assert "units" not in data["time"].attrs  # no time_units declared
+    assert data["time"].attrs["units"] == "1"  # no time_units declared: model units
 
 
 def test_unnamed_axes_get_default_dims():

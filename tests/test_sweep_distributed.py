@@ -2,9 +2,11 @@
 
 Each process has 2 fake CPU devices, so each chunk is sharded over 4 devices in 2
 processes. Both processes run the same `ds.sweep` with the same output path; process 0
-writes. The distributed sweep is first interrupted after two chunks (in both processes,
-through `run_sweep`'s `on_chunk` callback), then rerun: it must reuse those chunks,
-compute the rest and write the same file as a single process with one device. Scipy checks
+creates the zarr store, each process writes its share of the chunks into it, and process 0
+assembles the netCDF file. The distributed sweep is first interrupted after two chunks (in
+both processes, through `run_sweep`'s `on_chunk` callback), then rerun: it must reuse those
+chunks, compute the rest and write the same file as a single process with one device; with a
+store only process 0 can reach, process 0 writes every chunk, and the same file. Scipy checks
 a few trajectories independently. Last, `difsim run CONFIG` started twice with the
 `DIFSIM_*` variables must be one 2-process sweep too.
 """
@@ -24,6 +26,7 @@ import difsim as ds
 
 from .test_distributed import ROOT, check_ok, run_processes
 from .test_sweep_sharding import assert_same_results
+from .test_sweep_store import done_chunks
 
 pytestmark = pytest.mark.skipif(
     not hasattr(ds, "sweep"), reason="difsim.sweep (src/difsim/_sweep.py) has not landed yet"
@@ -45,6 +48,15 @@ WORKER = textwrap.dedent(
     import numpy as np
     import difsim as ds
     from difsim._sweep import run_sweep
+    from difsim._sweep._store import ChunkStore
+
+    # Which chunks this process writes into the shared store (each its share).
+    wrote, write = [], ChunkStore.write
+    def recording(self, i, arrays):
+        if self.writes(i):
+            wrote.append(i)
+        write(self, i, arrays)
+    ChunkStore.write = recording
 
     out, mode = sys.argv[1], sys.argv[2]
     spec = ds.GridSweep({"rho": np.linspace(0.0, 21.0, 19), "beta": [1.0, 8.0 / 3.0]})
@@ -68,19 +80,29 @@ WORKER = textwrap.dedent(
     else:
         result, info = run_sweep(ds.models.Lorenz(), spec, output=out + "/sweep.nc", **kw)
         report.update(returned=result is not None, reused=info.reused,
-                      computed=list(info.computed))
+                      computed=list(info.computed), wrote=list(wrote))
         # In memory (no output), every process gets the whole Dataset back.
         memory = ds.sweep(ds.models.Lorenz(), spec, **{k: v for k, v in kw.items()
                                                       if k not in ("resume", "overwrite")})
         np.savez(f"{out}/memory_{jax.process_index()}.npz",
                  **{k: np.asarray(v.values) for k, v in memory.data_vars.items()})
+        # A store only process 0 can reach (fsspec's memory filesystem is per process):
+        # then process 0 writes every chunk.
+        wrote.clear()
+        run_sweep(ds.models.Lorenz(), spec, output=out + "/fallback.nc",
+                  store="memory://difsim-fallback.zarr", **kw)
+        report["wrote_fallback"] = list(wrote)
+    report.setdefault("wrote", wrote)
     print("RESULT " + json.dumps(report))
     """
 )
 
 
 def _single_process(script, args, timeout=120.0):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "DIFSIM_"))}
+    # Launch settings stripped; the suite's other DIFSIM_* settings (no compilation cache,
+    # conftest.py) kept.
+    launch = ("SLURM_", "DIFSIM_COORDINATOR", "DIFSIM_NUM_PROCESSES", "DIFSIM_PROCESS_ID")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(launch)}
     env.update(XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu")
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(
@@ -124,8 +146,9 @@ def test_two_processes_equal_one(tmp_path):
         r = _report(log)
         assert r["stopped"] and r["joined"] and r["processes"] == 2 and r["devices"] == 4
         assert r["writer"] == (pid == 0)
+        assert r["wrote"] == [pid]  # chunk i is written by process i mod 2
     assert not (multi / "sweep.nc").exists()
-    assert len(list((multi / "sweep.nc.chunks").glob("chunk_*.npz"))) == 2
+    assert done_chunks(multi / "sweep.nc.zarr") == [0, 1]
 
     # 2. Rerun: both processes skip the stored chunks and compute the other three.
     results = run_processes(script, [str(multi), "run"])
@@ -133,6 +156,8 @@ def test_two_processes_equal_one(tmp_path):
     for pid, (_, log) in enumerate(results):
         r = _report(log)
         assert r["reused"] == 2 and r["computed"] == list(range(2, CHUNKS))
+        assert r["wrote"] == [i for i in range(2, CHUNKS) if i % 2 == pid]
+        assert r["wrote_fallback"] == (list(range(CHUNKS)) if pid == 0 else [])
         assert r["returned"] == (pid == 0)  # with an output, only the writer gets a Dataset
 
     # 3. The reference: one process, one device.
@@ -142,6 +167,8 @@ def test_two_processes_equal_one(tmp_path):
     assert not r["joined"] and r["processes"] == 1 and r["computed"] == list(range(CHUNKS))
 
     reference, distributed = _load(single / "sweep.nc"), _load(multi / "sweep.nc")
+    # Written by both processes (and resumed) or by process 0 alone: the same file.
+    assert (multi / "fallback.nc").read_bytes() == (multi / "sweep.nc").read_bytes()
     assert dict(distributed.sizes) == {"rho": RHO.size, "beta": BETA.size}
     np.testing.assert_array_equal(distributed["rho"], RHO)
     np.testing.assert_array_equal(distributed["beta"], BETA)

@@ -82,7 +82,10 @@ WORKER = (
 
 
 def _start(script: Path, out: Path, devices: int, runs: list[str]):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "DIFSIM_"))}
+    # Launch settings stripped; the suite's other DIFSIM_* settings (no compilation cache,
+    # conftest.py) kept.
+    launch = ("SLURM_", "DIFSIM_COORDINATOR", "DIFSIM_NUM_PROCESSES", "DIFSIM_PROCESS_ID")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(launch)}
     env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
     log = tempfile.TemporaryFile("w+")
     cmd = [sys.executable, str(script), str(out), *runs]

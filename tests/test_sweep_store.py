@@ -1,8 +1,10 @@
-"""Sweep outputs on disk: streamed netCDF, resume after an interruption (a raised error or
-`kill -9`), no recomputation of finished chunks, refusal to mix different sweeps."""
+"""Sweep outputs on disk: a zarr store while the sweep runs (readable with `xr.open_zarr`,
+locally or at an fsspec URL), then streamed netCDF; resume after an interruption (a raised
+error or `kill -9`), no recomputation of finished chunks, refusal to mix different sweeps."""
 
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+import zarr
 
 import difsim as ds
 from difsim._sweep import OutputLayout, SweepOutputError, run_sweep
-from difsim._sweep._store import _slabs, write_netcdf
+from difsim._sweep._netcdf import _slabs, write_netcdf
 from difsim.models import Lorenz
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +33,20 @@ class Stop(Exception):
 
 def _run(path, **kw):
     return run_sweep(Lorenz(), SPEC, output=path, **{**KW, **kw})
+
+
+def done_chunks(store) -> list[int]:
+    """The chunks a sweep store marks done: those whose checksum row is written (read with
+    zarr directly, not through difsim's store)."""
+    sums = zarr.open_array(store, path="difsim_store/chunk_sha256", mode="r")[...]
+    return np.flatnonzero(sums.any(axis=1)).tolist()
+
+
+def _done_so_far(store) -> list[int]:
+    try:
+        return done_chunks(store)
+    except Exception:  # not created yet, or half-created: zarr's errors vary
+        return []
 
 
 def _load(path) -> xr.Dataset:
@@ -59,7 +76,7 @@ def reference(tmp_path_factory):
 def test_file_equals_the_in_memory_result(reference):
     path, memory = reference
     xr.testing.assert_identical(_load(path), memory)
-    assert not Path(f"{path}.chunks").exists()  # cleaned up
+    assert not Path(f"{path}.zarr").exists()  # cleaned up
     assert [p.name for p in path.parent.iterdir()] == ["sweep.nc"]  # no temporary files
 
 
@@ -67,14 +84,23 @@ def test_resume_after_an_error_skips_finished_chunks(tmp_path, reference):
     path = tmp_path / "sweep.nc"
     with pytest.raises(Stop):
         _run(path, on_chunk=_interrupt_after(2))
-    chunks = Path(f"{path}.chunks")
-    assert not path.exists() and sorted(p.name for p in chunks.glob("chunk_*.npz")) == [
-        f"chunk_{i:07d}.npz" for i in range(3)
-    ]
+    store = f"{path}.zarr"
+    assert not path.exists() and done_chunks(store) == [0, 1, 2]
+    # The store reads as a Dataset meanwhile: the finished points with their final values,
+    # the others NaN with status -1 (not computed).
+    partial = xr.open_zarr(store).load()
+    grid = partial.set_index(point=["rho", "beta"]).unstack("point")
+    expected = xr.open_dataset(reference[0], engine="h5netcdf").load()
+    finished = np.arange(38).reshape(19, 2) < 24  # chunks 0-2 of 8 points, in C order
+    assert (grid.status.values >= 0).tolist() == finished.tolist()
+    np.testing.assert_array_equal(grid.x.values[finished], expected.x.values[finished])
+    assert np.isnan(grid.x.values[~finished]).all() and (grid.status.values[~finished] == -1).all()
+    assert "not_computed" in partial.status.attrs["flag_meanings"]
+    assert partial.attrs["difsim_output"] == "sweep store"
     dataset, report = _run(path)
     assert report.reused == 3 and report.computed == (3, 4)  # finished chunks not recomputed
     assert path.read_bytes() == reference[0].read_bytes()  # the same file, byte for byte
-    assert not chunks.exists()
+    assert not Path(store).exists()
     # Running it again finds the result complete: nothing is computed.
     again, report = _run(path)
     assert report.computed == () and report.status_counts == {0: 38}
@@ -98,10 +124,10 @@ def test_resume_after_kill_9(tmp_path, reference):
         )
     )
     proc = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, stderr=subprocess.PIPE)
-    chunks = Path(f"{path}.chunks")
+    store = Path(f"{path}.zarr")
     deadline = time.monotonic() + 120
     try:
-        while len(list(chunks.glob("chunk_*.npz"))) < 2:
+        while len(_done_so_far(store)) < 2:
             assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
             assert time.monotonic() < deadline, "the sweep subprocess made no progress"
             time.sleep(0.05)
@@ -110,7 +136,7 @@ def test_resume_after_kill_9(tmp_path, reference):
         proc.kill()
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    done = len(list(chunks.glob("chunk_*.npz")))
+    done = len(done_chunks(store))
     assert 2 <= done < 5 and not path.exists()
     dataset, report = _run(path)
     assert report.reused == done and len(report.computed) == 5 - done
@@ -124,7 +150,7 @@ def test_a_changed_sweep_is_refused_then_overwritten(tmp_path):
     with pytest.raises(SweepOutputError) as info:
         _run(path, rtol=1e-7)
     message = str(info.value)
-    for fragment in [f"{path}.chunks", "different sweep", "solver:", "rtol=1e-08", "rtol=1e-07",
+    for fragment in [f"{path}.zarr", "different sweep", "solver:", "rtol=1e-08", "rtol=1e-07",
                      "overwrite=True"]:  # fmt: skip
         assert fragment in message, (fragment, message)
     assert "time:" not in message  # only what differs is listed
@@ -142,10 +168,25 @@ def test_a_corrupt_chunk_is_computed_again(tmp_path, reference):
     path = tmp_path / "sweep.nc"
     with pytest.raises(Stop):
         _run(path, on_chunk=_interrupt_after(1))
-    chunk = Path(f"{path}.chunks") / "chunk_0000001.npz"
-    chunk.write_bytes(chunk.read_bytes()[:100])  # as if the machine crashed mid-write
+    chunk = Path(f"{path}.zarr") / "x" / "c" / "1"  # chunk 1 of variable x, as zarr keeps it
+    chunk.write_bytes(chunk.read_bytes()[:10])  # as if the machine crashed mid-write
     _, report = _run(path)
     assert report.reused == 1 and report.computed == (1, 2, 3, 4)
+    assert path.read_bytes() == reference[0].read_bytes()
+
+
+def test_a_chunk_written_but_not_marked_done_is_computed_again(tmp_path, reference):
+    """Killed between a chunk's data and its checksum row: the data is there, the chunk is
+    not done."""
+    path = tmp_path / "sweep.nc"
+    with pytest.raises(Stop):
+        _run(path, on_chunk=_interrupt_after(2))
+    sums = zarr.open_array(f"{path}.zarr", path="difsim_store/chunk_sha256", mode="r+")
+    sums[1] = 0
+    assert done_chunks(f"{path}.zarr") == [0, 2]
+    assert (xr.open_zarr(f"{path}.zarr").status.values[8:16] == 0).all()  # data written
+    _, report = _run(path)
+    assert report.reused == 2 and report.computed == (1, 3, 4)
     assert path.read_bytes() == reference[0].read_bytes()
 
 
@@ -205,3 +246,96 @@ def test_streamed_netcdf_equals_the_dataset_in_memory(tmp_path):
     expected = layout.to_dataset(arrays)
     expected.attrs["n_success"] = 30
     xr.testing.assert_identical(_load(path), expected)
+
+
+def test_a_store_at_an_fsspec_url_resumes_into_the_same_file(tmp_path, reference):
+    """Object storage through fsspec, here its in-memory filesystem (`s3://...` works the
+    same way): readable with `xr.open_zarr` at the URL while unfinished, then resumed."""
+    import fsspec
+
+    path, url = tmp_path / "sweep.nc", f"memory://difsim-test-{os.getpid()}/sweep.zarr"
+    with pytest.raises(Stop):
+        _run(path, store=url, on_chunk=_interrupt_after(1))
+    assert not Path(f"{path}.zarr").exists() and done_chunks(url) == [0, 1]
+    partial = xr.open_zarr(url)
+    assert (partial.status.values >= 0).sum() == 16 and partial.sizes == {"point": 38}
+    _, report = _run(path, store=url)
+    assert report.reused == 2 and report.computed == (2, 3, 4)
+    assert path.read_bytes() == reference[0].read_bytes()
+    assert not fsspec.filesystem("memory").exists(url.removeprefix("memory://"))  # removed
+    with pytest.raises(ValueError, match="store needs an output path"):
+        ds.sweep(Lorenz(), SPEC, store=url, **KW)
+
+
+def test_a_one_key_sweep_reads_back_with_its_own_dimension(tmp_path):
+    """A sweep of one dimension is stored along it: the complete store is the Dataset of
+    the sweep (bar the status counts and the store's own attributes)."""
+    path = tmp_path / "rho.nc"
+    spec = ds.GridSweep({"rho": np.linspace(0.0, 21.0, 20)})  # chunks 0, 1, 2
+    with pytest.raises(Stop):  # stopped after the last chunk is stored, before assembly
+        run_sweep(Lorenz(), spec, output=path, on_chunk=_interrupt_after(2), **KW)
+    stored = xr.open_zarr(f"{path}.zarr").load()
+    memory = ds.sweep(Lorenz(), spec, **KW)
+    assert stored.attrs.pop("difsim_output") == "sweep store"
+    counts = [k for k in memory.attrs if k.startswith("n_")]
+    extra = [k for k in stored.attrs if k.startswith("difsim_store_")]
+    assert sorted(extra) == ["difsim_store_chunk_size", "difsim_store_format",
+                             "difsim_store_hash", "difsim_store_points",
+                             "difsim_store_settings"]  # fmt: skip
+    flags = stored.status.attrs.pop("flag_values"), memory.status.attrs["flag_values"]
+    assert list(flags[0]) == [-1, *flags[1]]  # the store's status also has -1, not computed
+    stored.status.attrs["flag_values"] = flags[1]
+    stored.status.attrs["flag_meanings"] = stored.status.flag_meanings.removeprefix("not_computed ")
+    stored.attrs = {k: v for k, v in stored.attrs.items() if k not in extra}
+    expected = memory.copy()
+    expected.attrs = {k: v for k, v in memory.attrs.items() if k not in counts}
+    del expected.attrs["difsim_output"]
+    xr.testing.assert_identical(stored, expected)
+    _, report = run_sweep(Lorenz(), spec, output=path, **KW)
+    assert report.computed == () and report.reused == 3 and not Path(f"{path}.zarr").exists()
+    xr.testing.assert_identical(_load(path), memory)
+
+
+def test_a_store_location_difsim_did_not_create_is_never_replaced(tmp_path):
+    path = tmp_path / "sweep.nc"
+    folder = Path(f"{path}.zarr")
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    for overwrite in (False, True):
+        with pytest.raises(SweepOutputError, match="is not a difsim sweep store"):
+            _run(path, overwrite=overwrite)
+    assert (folder / "notes.txt").read_text() == "mine"
+    # Another program's zarr store is not replaced either.
+    other = tmp_path / "other.zarr"
+    xr.Dataset({"a": ("x", [1.0, 2.0])}).to_zarr(other, zarr_format=3, consolidated=False)
+    with pytest.raises(SweepOutputError, match="never deletes it, not even with overwrite"):
+        _run(path, store=other, overwrite=True)
+    assert xr.open_zarr(other, consolidated=False).a.values.tolist() == [1.0, 2.0]
+    # Nor a file, or the output itself.
+    with pytest.raises(SweepOutputError, match="is not a folder"):
+        _run(path, store=tmp_path / "other.zarr" / "zarr.json")
+    with pytest.raises(SweepOutputError, match="must not be its output file"):
+        _run(path, store=path)
+    # What zarr leaves when killed before the store's first metadata is replaced.
+    shutil.rmtree(folder)
+    (folder / "x").mkdir(parents=True)
+    (folder / "x" / "zarr.json.0123abcd.partial").write_text("{")
+    _, report = _run(path)
+    assert report.computed == (0, 1, 2, 3, 4) and not folder.exists()
+
+
+def test_a_config_names_the_store(tmp_path):
+    """`[output] store` reaches the sweep: a location holding someone else's folder is
+    refused, by name, before any work."""
+    store = tmp_path / "elsewhere.zarr"
+    store.mkdir()
+    (store / "notes.txt").write_text("mine")
+    config = {
+        "model": {"name": "lorenz"},
+        "time": {"t0": 0.0, "t1": 1.0, "save": "final"},
+        "sweep": {"rho": [1.0, 2.0]},
+        "output": {"path": str(tmp_path / "x.nc"), "store": str(store), "plot": False},
+    }
+    with pytest.raises(SweepOutputError, match=f"{store} .*is not a difsim sweep store"):
+        ds.run_config(config)
+    assert (store / "notes.txt").read_text() == "mine" and not (tmp_path / "x.nc").exists()

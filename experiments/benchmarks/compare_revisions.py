@@ -81,9 +81,10 @@ print(json.dumps(out))
 def stage(source: Path, target: Path) -> Path:
     """Lay `source` (a checkout) out as the installed package under `target`."""
     package = target / "difsim"
-    shutil.copytree(source / "src" / "difsim", package)
-    shutil.copytree(source / "models", package / "models")
-    shutil.copytree(source / "solvers", package / "solvers")
+    shutil.copytree(source / "src" / "difsim", package)  # links followed: copies their files
+    for name in ("models", "solvers"):
+        if not (package / name).exists():  # trees from before src/difsim linked to them
+            shutil.copytree(source / name, package / name)
     return target
 
 

@@ -15,10 +15,12 @@ from difsim._config import (
 from difsim._core import (
     Event as Event,
     Model as Model,
+    Noise as Noise,
     Solution as Solution,
     State as State,
     Var as Var,
     VarInfo as VarInfo,
+    brownian_path as brownian_path,
     observable as observable,
     param as param,
     simulate as simulate,
@@ -32,8 +34,10 @@ from difsim._fit import (
     Bounded as Bounded,
     FitResult as FitResult,
     Identity as Identity,
+    KalmanLikelihood as KalmanLikelihood,
     MultipleShooting as MultipleShooting,
     Positive as Positive,
+    SimulatedMoments as SimulatedMoments,
     fit as fit,
 )
 from difsim._io import difsim_version as _difsim_version, to_xarray as to_xarray
@@ -66,6 +70,7 @@ from difsim._pde import (
     wavenumbers as wavenumbers,
 )
 from difsim._plot import animate as animate, plot as plot, plot_snapshots as plot_snapshots
+from difsim._resources import ResourceError as ResourceError
 from difsim._status import Status as Status
 from difsim._sweep import (
     GridSweep as GridSweep,

@@ -1,5 +1,5 @@
 """`python -m difsim`: the same as the `difsim` command."""
 
-from difsim._app import main
+from difsim._app import console_main
 
-raise SystemExit(main())
+console_main()

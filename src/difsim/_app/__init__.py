@@ -3,6 +3,7 @@ start-up.
 """
 
 from difsim._app._cli import (
+    console_main as console_main,
     main as main,
 )
 from difsim._app._run import (

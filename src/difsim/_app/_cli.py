@@ -1,25 +1,40 @@
 """The `difsim` command line: `difsim run CONFIG`, `difsim models`, `difsim solvers`.
 
 Exit codes: 0 success; 1 the solve failed (partial output is still written); 2 invalid
-config or command line, or an output path that cannot or may not be written or is in use by
-another run (message on stderr, no traceback; checked before any work); 130 interrupted.
+config or command line, an output path that cannot or may not be written or is in use by
+another run, or a run that needs more memory or disk than the machine has (message on
+stderr, no traceback; checked before any work); 130 interrupted.
 """
 
 import argparse
-import dataclasses
+import shlex
 import sys
 from collections.abc import Sequence
 
 import jax
 import numpy as np
 
-from difsim import solvers
+from difsim._app._cache import cache_folder, enable_compile_cache
+from difsim._app._console import (
+    add_run_options,
+    console_logging,
+    exit_now,
+    nan_hint,
+    process_elapsed,
+    run_rows,
+)
+from difsim._app._listing import print_models, print_solvers
 from difsim._app._run import RunResult, execute, final_state
 from difsim._config import ConfigError, Experiment, load_config, parse_override
-from difsim._io import OutputError, difsim_version
+from difsim._io import (
+    OutputError,
+    difsim_version,
+    format_rate,
+    recording_command,
+)
+from difsim._resources import ResourceError
 from difsim._status import Status
 from difsim._sweep import SweepOutputError, maybe_initialize_from_env
-from difsim.models import MODELS
 
 # No import here is deferred to speed up `difsim --help`: the console script imports the
 # `difsim` package first, whose `__init__` imports jax and everything else anyway.
@@ -52,12 +67,7 @@ def _parser() -> argparse.ArgumentParser:
         "different sweep, or its unfinished chunks); files difsim did not write are never "
         "replaced (the same as --set output.overwrite=true)",
     )
-    run.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show a progress bar (default: when stderr is a terminal)",
-    )
+    add_run_options(run)
 
     check = commands.add_parser(
         "check",
@@ -85,18 +95,42 @@ def _add_set(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def console_main() -> None:
+    """The `difsim` console script and `python -m difsim`: [`main`][] on `sys.argv`, then a
+    fast exit (outputs are written and closed by then)."""
+    try:
+        code = main()
+    except SystemExit as e:  # argparse: --help, --version, usage errors
+        if not (e.code is None or isinstance(e.code, int)):
+            raise
+        code = e.code or 0
+    exit_now(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `difsim` command (and `python -m difsim`); returns the exit code."""
+    """The `difsim` command on `argv` (default: `sys.argv[1:]`); returns the exit code."""
     parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    args.startup = process_elapsed()  # seconds from process start to here (imports)
+    # Outputs record the command that made them (CF `history`).
+    with recording_command(shlex.join(["difsim", *argv])):
+        return _main(parser, args)
+
+
+def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command is None:
         parser.print_help()
         return 2
     try:
         if args.command == "models":
-            return _models()
+            return print_models()
         if args.command == "solvers":
-            return _solvers()
+            return print_solvers()
+        if args.command == "run":
+            # Before anything compiles: JAX decides once per process whether to use it.
+            folder = cache_folder(args.compile_cache)
+            args.cache = None if folder is None else enable_compile_cache(folder)
         overrides = dict(parse_override(text) for text in args.overrides)
         if getattr(args, "overwrite", False):
             overrides["output.overwrite"] = True
@@ -104,24 +138,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check":
             print(experiment.to_toml(), end="")
             return 0
-        return _run(experiment, args)
-    except (ConfigError, OutputError) as e:
-        # OutputError: an output path that cannot or may not be written, or one in use.
-        print(f"difsim: error: {e}", file=sys.stderr)
+        with console_logging(args.quiet):
+            return _run(experiment, args)
+    except (ConfigError, OutputError, ResourceError) as e:
+        # OutputError: an output path that cannot or may not be written, or one in use;
+        # ResourceError: more memory or disk than the machine has (checked before solving).
+        _error(e)
         return 2
     except KeyboardInterrupt:
         print("difsim: interrupted", file=sys.stderr)
         return 130
 
 
+def _error(error: Exception) -> None:
+    """Print `error` as one line on stderr: characters that would break or hide it (control
+    characters, line and paragraph separators in a key or path) are escaped."""
+    text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(error))
+    print(f"difsim: error: {text}", file=sys.stderr)
+
+
 def _run(experiment: Experiment, args: argparse.Namespace) -> int:
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    progress = False if args.quiet else args.progress
     if experiment.sweep is not None:
         return _run_sweep(experiment, args, progress)
     if experiment.fit is not None:
         return _run_fit(experiment, args, progress)
     result = _execute(experiment, args, progress)
-    _print_summary(_simulate_lines(experiment, result))
+    _print_summary(_simulate_lines(experiment, result) + run_rows(args, result, "simulate"))
     if not result.status.ok:
         sys.stdout.flush()
         partial = (
@@ -129,7 +172,7 @@ def _run(experiment: Experiment, args: argparse.Namespace) -> int:
         )
         print(
             f"difsim: error: simulate({experiment.model.cls.__name__}) failed "
-            f"[{result.status.name}]: {result.status.message}{partial}",
+            f"[{result.status.name}]: {result.status.message}{partial}{nan_hint(args.cache)}",
             file=sys.stderr,
         )
         return 1
@@ -158,13 +201,11 @@ def _simulate_lines(experiment: Experiment, result: RunResult) -> list[tuple[str
         ),
         ("status", f"{result.status.name}: {result.status.message}"),
         ("steps", steps),
-        ("wall time", f"{result.wall_time:.2f} s (simulate, including compilation)"),
         (
             "final state",
             f"t={t_last:g}{'' if result.status.ok else ' (last before the failure)'}"
             f": " + ", ".join(f"{k}={v}" for k, v in last.items()),
         ),
-        ("output", _outputs(result.output, result.plot)),
     ]
 
 
@@ -185,12 +226,12 @@ def _run_sweep(experiment: Experiment, args: argparse.Namespace, progress: bool)
         # before any JAX computation, so the sweep is sharded over every process's devices.
         maybe_initialize_from_env()
     except ValueError as e:
-        print(f"difsim: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     try:
         result = _execute(experiment, args, progress)
     except SweepOutputError as e:
-        print(f"difsim: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     if jax.process_index() != 0:
         print(
@@ -198,7 +239,7 @@ def _run_sweep(experiment: Experiment, args: argparse.Namespace, progress: bool)
             "share of the sweep; process 0 writes the output and prints the summary"
         )
         return 0
-    _print_summary(_sweep_lines(experiment, result))
+    _print_summary(_sweep_lines(experiment, result) + run_rows(args, result, "sweep"))
     report = result.report
     failed = {c: n for c, n in report.status_counts.items() if not Status(c).ok}
     if failed:
@@ -206,7 +247,8 @@ def _run_sweep(experiment: Experiment, args: argparse.Namespace, progress: bool)
         worst = Status(max(failed, key=failed.get))
         print(
             f"difsim: warning: {sum(failed.values())} of {report.n_points} trajectories "
-            f"failed (NaN values, see the status variable); {worst.name}: {worst.message}",
+            f"failed (NaN values, see the status variable); {worst.name}: {worst.message}"
+            + nan_hint(args.cache),
             file=sys.stderr,
         )
     return 1 if not result.status.ok else 0
@@ -217,8 +259,14 @@ def _sweep_lines(experiment: Experiment, result: RunResult) -> list[tuple[str, s
     report, sweep, dataset = result.report, experiment.sweep, result.dataset
     model, tspec = experiment.model, experiment.time
     keys = ", ".join(sweep.entries)
-    sizes = list(dataset.status.shape) if dataset is not None else []
+    # A Monte Carlo sweep keeping statistics has no per-path status: its points' path counts.
+    per = None if dataset is None else dataset.get("status", dataset.get("n_paths"))
+    sizes = [] if per is None else list(per.shape)
+    if "status" not in (dataset if dataset is not None else {}) and sweep.monte_carlo:
+        sizes.append(sweep.samples)
     shape = f" ({' x '.join(map(str, sizes))})" if len(sizes) > 1 else ""
+    if sweep.monte_carlo:
+        keys = f"{keys or 'no keys'}, {sweep.samples} Monte Carlo paths each"
     fixed = ", ".join(
         f"{p}={dataset.attrs[p]:.6g}"
         for p in model.cls.parameter_names()
@@ -228,6 +276,7 @@ def _sweep_lines(experiment: Experiment, result: RunResult) -> list[tuple[str, s
     statuses = ", ".join(f"{Status(c).name} {n}" for c, n in sorted(counts.items())) or "-"
     computed = len(report.computed)
     rate = report.computed_points / max(report.wall_time, 1e-9)
+    speed = f", {format_rate(rate, 'trajectory', 'trajectories')}" if computed else ""
     return [
         ("model", f"{model.name} ({model.cls.__name__})" + (f": {fixed}" if fixed else "")),
         ("sweep", f"{sweep.kind} over {keys}: {report.n_points} trajectories{shape}"),
@@ -241,12 +290,7 @@ def _sweep_lines(experiment: Experiment, result: RunResult) -> list[tuple[str, s
             f"{report.reused} reused",
         ),
         ("status", statuses),
-        (
-            "wall time",
-            f"{report.wall_time:.2f} s (including compilation"
-            + (f"; {rate:,.0f} trajectories/s)" if computed else ")"),
-        ),
-        ("output", _outputs(result.output, result.plot)),
+        ("computed", f"{report.computed_points} trajectories in {report.wall_time:.2f} s{speed}"),
     ]
 
 
@@ -267,21 +311,16 @@ def _run_fit(experiment: Experiment, args: argparse.Namespace, progress: bool) -
             f"{obs.num_observations} observations, noise {fit.noise}",
         ),
         ("solver", f"{spec.name}, rtol={spec.rtol:g}, atol={spec.atol:g}, {spec.dtype}"),
-        ("wall time", f"{result.wall_time:.2f} s (fit, including compilation)"),
-        (
-            "output",
-            _outputs(
-                result.output, result.output and result.output.with_suffix(".json"), result.plot
-            ),
-        ),
     ]
-    _print_summary(lines)
+    summary = result.output and result.output.with_suffix(".json")
+    _print_summary(lines + run_rows(args, result, "fit", (result.output, summary, result.plot)))
     print()
     print(res.summary())
     if not res.ok:
         sys.stdout.flush()
         print(
-            f"difsim: error: fit({model.cls.__name__}) ended {res.status}: {res.message}",
+            f"difsim: error: fit({model.cls.__name__}) ended {res.status}: {res.message}"
+            + nan_hint(args.cache),
             file=sys.stderr,
         )
         return 1
@@ -300,48 +339,6 @@ def _save_text(save) -> str:
     if save == "final":
         return "final"
     return f"{save} points" if isinstance(save, int) else f"{len(save)} times"
-
-
-def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
-    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
-    return "\n".join([*lines, *(fmt.format(*r) for r in rows)])
-
-
-def _models() -> int:
-    rows = []
-    for name, cls in MODELS.items():
-        state = {f.name: f.default for f in dataclasses.fields(cls)}.get("state")
-        names = " ".join(getattr(state, "names", ()))
-        doc = (cls.__doc__ or "").strip().splitlines()
-        rows.append((name, cls.__name__, names, doc[0] if doc else ""))
-    print(_table(rows, ("name", "class", "state", "description")))
-    return 0
-
-
-def _solvers() -> int:
-    yes = {True: "yes", False: "-"}
-    rows = [
-        (i.name, str(i.order), yes[i.adaptive], yes[i.implicit], yes[i.imex], i.description)
-        for i in solvers.SOLVERS.values()
-    ]
-    print("Solvers ([solver] name)\n")
-    print(_table(rows, ("name", "order", "adaptive", "implicit", "imex", "description")))
-    print("\nStep-size controllers ([solver] controller)\n")
-    print(_table(list(solvers.CONTROLLERS.items()), ("name", "description")))
-    print("\nAdjoints ([solver] adjoint)\n")
-    rows = [
-        (name, f"{solvers.ADJOINT_DESCRIPTIONS.get(name, '')} ({cls.__name__})".strip())
-        for name, cls in solvers.ADJOINTS.items()
-    ]
-    print(_table(rows, ("name", "description")))
-    return 0
-
-
-def _outputs(*paths) -> str:
-    """The summary's "output" line: the files written, or how to get them."""
-    return ", ".join(str(p) for p in paths if p) or "(none: give [output] path or --output)"
 
 
 def _print_summary(lines: list[tuple[str, str]]) -> None:

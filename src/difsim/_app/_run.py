@@ -21,7 +21,7 @@ import numpy as np
 import xarray as xr
 
 from difsim._config import ConfigError, Experiment, load_config
-from difsim._core import simulate
+from difsim._core import noise_summary, reports_model_time, simulate
 from difsim._fit import check_checkpoint, fit
 from difsim._io import (
     RUN_ATTR,
@@ -44,7 +44,7 @@ class RunResult:
 
     **Fields:** `dataset` (the labelled result; `attrs["config"]` holds the complete config
     as TOML), `output` and `plot` (paths written, or `None`), `wall_time` (seconds spent in
-    `simulate` or `sweep`, including JIT compilation), `status` (a [`Status`][]; for a
+    `simulate`, `sweep` or `fit`, including JIT compilation), `status` (a [`Status`][]; for a
     sweep, `SUCCESS` unless no trajectory succeeded; for a fit, the fit's own), `report`
     (a sweep's `SweepReport`).
     """
@@ -73,9 +73,13 @@ def execute(
     *,
     output: str | os.PathLike | None = None,
     plot: bool = True,
-    progress: bool = False,
+    progress: bool | None = False,
 ) -> RunResult:
     """Run `experiment` and write its outputs; a failed solve is reported in `status`.
+
+    `progress`: `None` shows it where the work is long (sweeps, fits, PDE solves; an ODE
+    solve takes well under a second and keeps its program cacheable), `True` everywhere,
+    `False` nowhere (docs: "Progress and logging").
 
     The output paths are checked, and the output locked, before anything is computed. The
     solve runs with `throw=False`, so a failure still writes the (partial) output: values
@@ -135,18 +139,22 @@ def _store_refuses(kind: str, nc_path: Path | None, common: dict) -> bool:
     return recorded(nc_path)[1] != common["run"]
 
 
-def _execute_simulation(experiment: Experiment, outputs: Outputs, *, progress: bool):
+def _execute_simulation(experiment: Experiment, outputs: Outputs, *, progress: bool | None):
     x64 = experiment.solver.dtype == "float64"
     # Scoped precision: the model's arrays, the times and the compiled solve all take the
     # config's dtype, whatever the process-wide setting is.
     with jax.enable_x64(x64):
         model = experiment.model.build()
         spec, tspec = experiment.solver, experiment.time
+        if progress is None:
+            progress = reports_model_time(model)
         start = time.perf_counter()
+        key = spec.key() if model.is_stochastic() else None  # one path of a noisy model
         sol = simulate(
             model,
             **tspec.kwargs(),
             **spec.kwargs(),
+            key=key,
             adjoint=spec.adjoint,
             throw=False,
             progress=progress,
@@ -161,6 +169,7 @@ def _execute_simulation(experiment: Experiment, outputs: Outputs, *, progress: b
         dtype=experiment.solver.dtype,
         num_accepted_steps=int(sol.num_accepted_steps),
         num_rejected_steps=int(sol.num_rejected_steps),
+        **noise_summary(model),
     )
     nc_path, png_path = outputs.netcdf, outputs.plot
     if nc_path is not None:
@@ -176,7 +185,7 @@ def _save_png(figure, path: Path, run: str, dpi: int) -> None:
     atomic_write(path, lambda p: figure.savefig(p, dpi=dpi, metadata=png_metadata(run)))
 
 
-def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress: bool) -> RunResult:
+def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress) -> RunResult:
     nc_path, png_path = outputs.netcdf, outputs.plot
     spec, tspec, sweep = experiment.solver, experiment.time, experiment.sweep
     with jax.enable_x64(spec.dtype == "float64"):
@@ -189,7 +198,9 @@ def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress: bool) 
             chunk_size=sweep.chunk_size,
             memory_budget=sweep.budget,
             engine=sweep.engine,
+            **sweep.paths(),
             output=nc_path,
+            store=experiment.output.store,
             overwrite=experiment.output.overwrite,
             progress=progress,
             attrs={"config": experiment.to_toml(), RUN_ATTR: outputs.run},
@@ -206,7 +217,7 @@ def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress: bool) 
     return RunResult(dataset, nc_path, png_path, report.wall_time, status, report)
 
 
-def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress: bool) -> RunResult:
+def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress) -> RunResult:
     nc_path, png_path = outputs.netcdf, outputs.plot
     spec = experiment.solver
     with jax.enable_x64(spec.dtype == "float64"):
@@ -227,7 +238,7 @@ def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress: bool) ->
         except (ValueError, TypeError, FileNotFoundError) as e:
             # What the config check cannot see without solving (a start outside its range,
             # a loss that is not finite at the guess, ...): a config problem all the same.
-            raise ConfigError(str(e), "fit") from e
+            raise ConfigError(str(e), "fit", experiment.source) from e
         wall = time.perf_counter() - start
         # Still in the fit's precision: the outputs evaluate the fitted model again.
         dataset = result.to_xarray()
@@ -238,7 +249,7 @@ def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress: bool) ->
             atomic_write(nc_path, lambda p: dataset.to_netcdf(p, engine="h5netcdf"))
             result.save(outputs.summary, overwrite=True, attrs={RUN_ATTR: outputs.run})
         if png_path is not None:
-            _save_png(result.plot(), png_path, outputs.run, dpi=100)
+            _save_png(plot_dataset(dataset), png_path, outputs.run, dpi=120)
     # The fit's own Status (CONVERGED, DIVERGED, OPTIMIZER_FAILED, ...): one scheme, so
     # nothing is lost translating it.
     return RunResult(dataset, nc_path, png_path, wall, result.status, fit=result)
@@ -250,7 +261,7 @@ def run_config(
     overrides: Mapping[str, Any] | None = None,
     output: str | os.PathLike | None = None,
     plot: bool = True,
-    progress: bool = False,
+    progress: bool | None = None,
     throw: bool = True,
     overwrite: bool = False,
 ) -> xr.Dataset:
@@ -267,7 +278,8 @@ def run_config(
     - `output`: netCDF path, replacing `[output] path` (no file is written if neither is
       given).
     - `plot`: `False` skips the PNG; `True` follows `[output] plot`.
-    - `progress`: show a progress bar while solving.
+    - `progress`: `None` (default) as `difsim run`: shown for sweeps, fits and PDE solves (a
+      bar on a terminal, log lines elsewhere); `True` also for an ODE solve; `False`: none.
     - `throw`: if the solve fails, raise `RuntimeError` (after writing the partial output);
       with `False` the failure is only recorded in the Dataset's `status`. A sweep
       (`[sweep]`) raises only if every trajectory failed; per-trajectory failures are in

@@ -9,9 +9,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import tomli_w
 
 from difsim._config._schema import ConfigError
-from difsim._config._toml import dumps as toml_dumps
 from difsim._core import Model, state_key
 from difsim._fit import MultipleShooting
 from difsim._pde import grid_from_table
@@ -79,11 +79,18 @@ class SolverSpec:
     max_steps: int
     adjoint: str
     dtype: str
+    brownian: str | None = None  # a stochastic model's Brownian path ("tree", "steps")
+    seed: int | None = None  # the key of a stochastic model's single run
     root_tol: float | None = None
+
+    def key(self) -> Any:
+        """The PRNG key of a stochastic model's single run (`jax.random.key(seed)`, seed 0
+        by default); made at run time, as it touches the JAX backend."""
+        return jax.random.key(self.seed or 0)
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `simulate`/`sweep`: solver, tolerances and step control."""
-        return dict(
+        out = dict(
             solver=self.name,
             rtol=self.rtol,
             atol=self.atol,
@@ -92,17 +99,19 @@ class SolverSpec:
             max_steps=self.max_steps,
             root_tol=self.root_tol,
         )
+        return out if self.brownian is None else {**out, "brownian": self.brownian}
 
 
 @dataclasses.dataclass(frozen=True)
 class OutputSpec:
     """`[output]`: where the netCDF file (`path`, ending in `.nc`) and the PNG quick-look go,
     and whether an earlier difsim output of the same kind may be replaced (`overwrite`; the
-    rules are `difsim._io`'s ownership check)."""
+    rules are `difsim._io`'s ownership check); `store`, where a sweep keeps its chunks."""
 
     path: str | None
     plot: bool | str
     overwrite: bool = False
+    store: str | None = None  # a sweep's zarr store (path or fsspec URL); None: path + .zarr
 
     def paths(self, output: str | os.PathLike | None = None) -> tuple[Path | None, Path | None]:
         """`(netcdf, png)` paths; `output` replaces the configured netCDF path. The PNG is
@@ -130,12 +139,19 @@ class SweepSpec:
     memory_budget: str | int | None = None
     dim: str | None = None
     engine: str = "auto"
-    spec: AbstractSweep = dataclasses.field(compare=False, repr=False, kw_only=True)
+    spec: AbstractSweep | None = dataclasses.field(compare=False, repr=False, kw_only=True)
     budget: int | None = dataclasses.field(default=None, compare=False, kw_only=True)
+    monte_carlo: bool = dataclasses.field(default=False, compare=False, kw_only=True)
 
-    def build(self) -> AbstractSweep:
-        """The sweep spec object, built once when the config was parsed."""
+    def build(self) -> AbstractSweep | None:
+        """The sweep spec object, built once when the config was parsed (`None` for Monte
+        Carlo paths of the model as it is, with no swept keys)."""
         return self.spec
+
+    def paths(self) -> dict[str, Any]:
+        """Keyword arguments of `sweep` for the Monte Carlo paths of a stochastic model
+        (`samples`, `seed`), or none."""
+        return dict(samples=self.samples, seed=self.seed or 0) if self.monte_carlo else {}
 
     def to_dict(self) -> dict[str, Any]:
         settings = {
@@ -272,7 +288,7 @@ class Experiment:
 
     def to_toml(self) -> str:
         """The complete config as TOML text."""
-        return toml_dumps(self.to_dict())
+        return tomli_w.dumps(self.to_dict())
 
 
 # ---------------------------------------------------------------- helpers

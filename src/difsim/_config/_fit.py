@@ -2,7 +2,7 @@
 
 ```toml
 [fit]
-data = "data/lynx_hare.nc"      # netCDF or CSV, relative to the current directory
+data = "../data/lynx_hare.nc"   # netCDF or CSV, relative to the config file's folder
 noise = "lognormal"
 [fit.free]                      # what to fit, and its range
 alpha = "positive"
@@ -226,8 +226,8 @@ def _check_data(values: dict[str, Any], observe, states, control) -> None:
     path = Path(values["data"])
     if not path.exists():
         raise ConfigError(
-            f"data file {str(path)!r} does not exist (paths are relative to the current "
-            f"directory, {str(Path.cwd())!r})",
+            f"data file {str(path)!r} does not exist (a relative path is relative to the "
+            "config file's folder, or to the current directory when set with --set)",
             "fit.data",
         )
     time = values["time"]
@@ -271,7 +271,7 @@ FIT_SECTION = Section(
     {
         "data": Key(
             STRING,
-            "netCDF or CSV file of observations (relative to the current directory)",
+            "netCDF or CSV file of observations (relative to the config file's folder)",
             REQUIRED,
         ),
         "time": Key(

@@ -25,11 +25,13 @@ from difsim._config._experiment import (
     TimeSpec as TimeSpec,
 )
 from difsim._config._fit import FIT_SECTION, FIT_SOLVER_DEFAULTS
-from difsim._config._model import parse_model
+from difsim._config._model import model_file, parse_model
+from difsim._config._resources import check_experiment_resources
 from difsim._config._schema import (
     BOOL,
     BYTES,
     KEEP,
+    MAX_STEPS,
     NUMBER,
     PLOT,
     POSITIVE,
@@ -60,7 +62,7 @@ def _parse_output(values: dict[str, Any], parsed: dict[str, Any]) -> OutputSpec:
     if path is not None and Path(path).suffix.lower() not in (".nc", ".nc4"):
         # netCDF under another name (x.csv) would mislead whoever opens it.
         raise ConfigError(f"must end in .nc (a netCDF file), got {path!r}", "output.path")
-    return OutputSpec(path, values["plot"], values["overwrite"])
+    return OutputSpec(path, values["plot"], values["overwrite"], values["store"])
 
 
 # The whole schema. Order matters: handlers see the specs of the sections before them.
@@ -70,8 +72,9 @@ SECTIONS: dict[str, Section] = {
         {
             "name": Key(
                 STRING,
-                'a name from difsim.models.MODELS, or "package.module:Class" '
-                "naming a difsim.Model subclass",
+                'a name from difsim.models.MODELS, "file.py:Class" (a Python file, relative '
+                'to the config file\'s folder) or "package.module:Class" (an installed '
+                "module) naming a difsim.Model subclass; the file or module is run",
                 REQUIRED,
             ),
             "parameters": Key(
@@ -116,9 +119,9 @@ SECTIONS: dict[str, Section] = {
             "name": Key(
                 STRING,
                 "a solver from difsim.solvers.SOLVERS (default: tsit5, or "
-                "kvaerno5 for stiff models)",
+                "kvaerno5 for stiff models), or for a stochastic model from SDE_SOLVERS",
                 None,
-                lambda: list(solvers.SOLVERS),
+                lambda: list(dict.fromkeys([*solvers.SOLVERS, *solvers.SDE_SOLVERS])),
             ),
             "rtol": Key(POSITIVE, "relative tolerance (default 1e-6, or the model's)", None),
             "atol": Key(POSITIVE, "absolute tolerance (default 1e-6, or the model's)", None),
@@ -136,7 +139,7 @@ SECTIONS: dict[str, Section] = {
                 lambda: list(solvers.CONTROLLERS),
             ),
             "max_steps": Key(
-                POSITIVE_INT, "most steps before the solve gives up (default 16384)", None
+                MAX_STEPS, "most steps before the solve gives up (default 16384)", None
             ),
             "root_tol": Key(
                 POSITIVE,
@@ -151,6 +154,19 @@ SECTIONS: dict[str, Section] = {
                 "checkpoint",
                 lambda: list(solvers.ADJOINTS),
             ),
+            "seed": Key(
+                SEED,
+                "seed of a stochastic model's Brownian path in a single run (default 0; the "
+                "paths of a sweep take [sweep] seed)",
+                None,
+            ),
+            "brownian": Key(
+                STRING,
+                "a stochastic model's Brownian path: tree (default; one path for any steps) "
+                "or steps (one draw per fixed step, cheaper)",
+                None,
+                lambda: ["tree", "steps"],
+            ),
             "dtype": Key(
                 STRING,
                 "floating-point precision of the run",
@@ -163,7 +179,7 @@ SECTIONS: dict[str, Section] = {
     "output": Section(
         "where results go",
         {
-            "path": Key(STRING, "netCDF output file (relative to the current directory)", None),
+            "path": Key(STRING, "netCDF output file (relative to the config file's folder)", None),
             "plot": Key(
                 PLOT,
                 "write a PNG quick-look: true (next to path, suffix .png), false, or a PNG path",
@@ -175,6 +191,12 @@ SECTIONS: dict[str, Section] = {
                 "sweep's output or unfinished chunks) instead of refusing; files difsim did "
                 "not write are never replaced",
                 False,
+            ),
+            "store": Key(
+                STRING,
+                "where a sweep keeps its chunks while it runs (a zarr store): a path, or an "
+                'fsspec URL such as "s3://bucket/x.zarr"; default: path + ".zarr"',
+                None,
             ),
         },
         _parse_output,
@@ -188,12 +210,20 @@ SECTIONS: dict[str, Section] = {
                 "grid",
                 lambda: ["grid", "zip", "random", "lhs"],
             ),
-            "samples": Key(POSITIVE_INT, "number of points of a random or lhs sweep", None),
-            "seed": Key(SEED, "seed of the JAX PRNG key (random, lhs; default 0)", None),
+            "samples": Key(
+                POSITIVE_INT,
+                "number of points of a random or lhs sweep; for a stochastic model, Monte "
+                "Carlo paths per point",
+                None,
+            ),
+            "seed": Key(
+                SEED, "seed of the JAX PRNG key (random, lhs, Monte Carlo paths; default 0)", None
+            ),
             "keep": Key(
                 KEEP,
                 'what to keep per trajectory: "final", "trajectory", or a list of '
-                'observables like ["x.max", "R.final"]',
+                'observables like ["x.max", "R.final"]; of Monte Carlo paths, statistics '
+                'over them like ["x.mean", "x.var", "x.q05", "x.q95"]',
                 "final",
             ),
             "chunk_size": Key(
@@ -267,12 +297,47 @@ def load_config(
     overrides = {} if overrides is None else dict(overrides)
     try:
         raw = apply_overrides(raw, overrides)
+        if origin is not None:
+            raw = resolve_paths(raw, Path(os.path.abspath(origin)).parent, overrides)
         parsed = _check(raw)
     except ConfigError as e:
         culprit = [k for k in overrides if e.key and (e.key == k or e.key.startswith(k + "."))]
         problem = e.problem + (f" (set by override {culprit[0]})" if culprit else "")
         raise ConfigError(problem, e.key, origin) from None
     return Experiment(**parsed, source=origin)
+
+
+# The keys that hold paths (and `[model] name` when it names a file).
+PATH_KEYS = ("output.path", "output.plot", "output.store", "fit.data", "fit.checkpoint")
+
+
+def resolve_paths(raw: dict[str, Any], folder: Path, overrides: Mapping[str, Any]) -> dict:
+    """`raw` with every relative path made absolute: relative to `folder` (the config
+    file's) in the file, to the current directory when set by an override (a path typed on
+    the command line means what the shell means). `~` is expanded. Values that are not
+    strings are left for the checks to report."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    for key in (*PATH_KEYS, "model.name"):
+        section, _, name = key.partition(".")
+        table = out.get(section)
+        if not isinstance(table, dict) or not isinstance(table.get(name), str):
+            continue
+        value = table[name]
+        typed = any(key == k or key.startswith(k + ".") for k in overrides)
+        base = Path.cwd() if typed else folder
+        if key == "model.name":
+            file = model_file(value)
+            if file is not None:
+                table[name] = f"{_absolute(file[0], base)}:{file[1]}"
+        elif value and not (key == "output.plot" and not value.lower().endswith(".png")):
+            if key == "output.store" and "://" in value:  # an fsspec URL, not a path
+                continue
+            table[name] = _absolute(value, base)
+    return out
+
+
+def _absolute(path: str, base: Path) -> str:
+    return os.path.normpath(os.path.join(base, os.path.expanduser(path)))
 
 
 def _check(raw: dict[str, Any]) -> dict[str, Any]:
@@ -322,4 +387,5 @@ def _check(raw: dict[str, Any]) -> dict[str, Any]:
             continue
         values = check_section(name, section, raw.get(name, {}))
         parsed[name] = section.handler(values, parsed)
+    check_experiment_resources(parsed)  # counts x sizes: nothing is built
     return parsed

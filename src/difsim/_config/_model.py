@@ -1,12 +1,14 @@
 """The `[model]` section of a config: which model, its parameters, initial state and grid."""
 
-import importlib
+import os
+from pathlib import Path
 from typing import Any
 
 import equinox as eqx
 import numpy as np
 
 from difsim._config._experiment import ModelSpec, field_defaults
+from difsim._config._imports import import_model_module, load_model_file
 from difsim._config._schema import REQUIRED, ConfigError, did_you_mean, given, names_list
 from difsim._core import Model, State
 from difsim._pde import Grid, grid_from_table
@@ -57,34 +59,46 @@ def parse_model(values: dict[str, Any], parsed: dict[str, Any]) -> ModelSpec:
     return ModelSpec(values["name"], cls, dict(params), dict(values["state"]), grid)
 
 
+def model_file(name: str) -> tuple[str, str] | None:
+    """`(file, class)` when `[model] name` names a Python file (`"models/heat.py:Heat"`: the
+    part before the last `:` ends in `.py` or holds a path separator), else `None`."""
+    target, sep, qualname = name.rpartition(":")
+    if not sep or not (target.endswith(".py") or "/" in target or os.sep in target):
+        return None
+    return target, qualname
+
+
 def resolve_model(name: str) -> type[Model]:
-    """The model class for `[model] name`: a key of `difsim.models.MODELS`, or
-    `"package.module:Class"` (imported with importlib; must subclass `difsim.Model`)."""
+    """The model class for `[model] name`: a key of `difsim.models.MODELS`; `"file.py:Class"`
+    (a Python file, run as a module of its own); or `"package.module:Class"` (imported,
+    never from the current directory). Either must name a `difsim.Model` subclass."""
     key = "model.name"
     if ":" not in name:
         if name not in MODELS:
             raise ConfigError(
                 f"unknown model {name!r}; choose one of {names_list(MODELS)}"
-                f'{did_you_mean(name, list(MODELS))}, or give "package.module:Class"',
+                f'{did_you_mean(name, list(MODELS))}, or give "file.py:Class" or '
+                '"package.module:Class"',
                 key,
             )
         return MODELS[name]
-    module_name, _, qualname = name.partition(":")
-    if not module_name or not qualname:
-        raise ConfigError(f'expected "package.module:Class", got {name!r}', key)
-    try:
-        obj = importlib.import_module(module_name)
-    except Exception as e:  # the user's module may fail in any way while importing
-        raise ConfigError(
-            f"cannot import module {module_name!r} ({type(e).__name__}: {e})", key
-        ) from e
+    file = model_file(name)
+    if file is not None:
+        module, qualname = load_model_file(Path(file[0]), key), file[1]
+        where = f"model file {file[0]!r}"
+    else:
+        module_name, _, qualname = name.rpartition(":")
+        if not module_name or not qualname:
+            raise ConfigError(
+                f'expected "file.py:Class" or "package.module:Class", got {name!r}', key
+            )
+        module, where = import_model_module(module_name, qualname, key), f"module {module_name!r}"
+    obj = module
     for part in qualname.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise ConfigError(
-                f"module {module_name!r} has no attribute {qualname!r}", key
-            ) from None
+            raise ConfigError(f"{where} has no attribute {qualname!r}", key) from None
     if not (isinstance(obj, type) and issubclass(obj, Model)):
         raise ConfigError(f"{name!r} is not a difsim.Model subclass (got {obj!r})", key)
     return obj

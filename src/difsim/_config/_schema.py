@@ -7,14 +7,13 @@ table of sections that experiment configs are checked against.
 import copy
 import dataclasses
 import difflib
+import json
 import math
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-
-from difsim._config._toml import format_value
 
 
 class ConfigError(ValueError):
@@ -38,7 +37,10 @@ class ConfigError(ValueError):
 
 
 def display_key(key: str) -> str:
-    """`"solver.rtol"` → `"[solver] rtol"`, `"model.state.x"` → `"[model.state] x"`."""
+    """`"solver.rtol"` → `"[solver] rtol"`, `"model.state.x"` → `"[model.state] x"`; a key
+    with characters that are not printable is shown escaped."""
+    if not key.isprintable():
+        key = ascii(key)[1:-1]
     section, _, name = key.rpartition(".")
     return f"[{name}]" if not section else f"[{section}] {name}"
 
@@ -64,6 +66,8 @@ def is_int(v: Any) -> bool:
 NUMBER = Kind("a number", is_number)
 POSITIVE = Kind("a positive number", lambda v: is_number(v) and v > 0)
 POSITIVE_INT = Kind("a positive integer", lambda v: is_int(v) and v > 0)
+# diffrax counts steps in a 32-bit integer (outside x64), and 2**31 steps would not finish.
+MAX_STEPS = Kind("a positive integer below 2**31", lambda v: is_int(v) and 0 < v < 2**31)
 STRING = Kind("a non-empty string", lambda v: isinstance(v, str) and v != "")
 TABLE = Kind("a table of `name = value` entries", lambda v: isinstance(v, dict))
 SAVE = Kind(
@@ -212,7 +216,9 @@ def given(value: Any) -> str:
     if isinstance(value, dict):
         return kind
     try:
-        text = format_value(value)
+        # JSON spells booleans, numbers, strings and lists as TOML does (`true`, `1e-08`,
+        # `"s"`, `[1.0, 2]`), on one line; NaN and infinities read `NaN`/`Infinity`.
+        text = json.dumps(value, ensure_ascii=False)
     except TypeError:
         text = repr(value)
     return f"{text if len(text) <= 60 else text[:57] + '...'} ({kind})"

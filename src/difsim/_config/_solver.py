@@ -5,6 +5,7 @@ from typing import Any
 from difsim import solvers
 from difsim._config._experiment import SolverSpec
 from difsim._config._schema import ConfigError
+from difsim._config._stochastic import parse_sde_solver
 from difsim._core import KEYS, Model, check_tolerance, resolve_solver_settings
 
 
@@ -12,6 +13,20 @@ def parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
     """The `[solver]` handler: resolve the settings once (see [`solver_settings`][]), check
     that solver, controller and step fit together and the model, return a [`SolverSpec`][]."""
     cls = parsed["model"].cls
+    if cls.is_stochastic():
+        return parse_sde_solver(values, parsed)
+    for key in ("brownian", "seed"):
+        if values[key] is not None:
+            raise ConfigError(
+                f"{cls.__name__} has no noise (no diffusion): it has no Brownian path",
+                f"solver.{key}",
+            )
+    if values["name"] is not None and values["name"] not in solvers.SOLVERS:
+        raise ConfigError(
+            f"{values['name']!r} is an SDE solver, and {cls.__name__} has no noise (no "
+            f"diffusion); choose one of {', '.join(map(repr, solvers.SOLVERS))}",
+            "solver.name",
+        )
     settings = solver_settings(cls, values)
     name = settings["solver"]
     if name not in solvers.SOLVERS:

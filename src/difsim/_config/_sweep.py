@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from difsim._config._experiment import SweepSpec, TimeSpec, field_defaults
+from difsim._config._resources import check_linspace_count
 from difsim._config._schema import ConfigError, did_you_mean, given, is_int, is_number
 from difsim._core import Model, state_key
 from difsim._sweep import (
@@ -23,8 +24,10 @@ from difsim._sweep import (
     Uniform,
     ZipSweep,
     check_keys,
+    is_statistics,
     parse_bytes,
     plan_keep,
+    plan_statistics,
 )
 
 GRID_FORMS = {
@@ -110,6 +113,7 @@ def _spaced(form: str, args: list, where: str) -> np.ndarray:
         raise ConfigError(
             f"{form} takes {GRID_FORMS[form]}: n must be an integer >= 1, got {given(n)}", where
         )
+    check_linspace_count(n, where)  # before allocating them
     if form == "linspace":
         return np.linspace(float(start), float(stop), n)
     if not (start > 0 and stop > 0):
@@ -123,15 +127,30 @@ def _spaced(form: str, args: list, where: str) -> np.ndarray:
 
 def parse_sweep(values: dict[str, Any], parsed: dict[str, Any]) -> SweepSpec:
     """The `[sweep]` handler: check every entry and setting against the model and `[time]`,
-    build the sweep spec (nothing is drawn or compiled) and return a [`SweepSpec`][]."""
+    build the sweep spec (nothing is drawn or compiled) and return a [`SweepSpec`][].
+
+    For a stochastic model (one with noise) `samples` is the number of Monte Carlo paths
+    per point of a grid or zip sweep (which may then have no swept keys), and `keep` may
+    ask for statistics over the paths (`_monte_carlo_checks`)."""
     cls, kind = parsed["model"].cls, values["kind"]
-    entries = _entries(values, cls)
+    monte_carlo = cls.is_stochastic()
+    if monte_carlo:
+        _monte_carlo_checks(values, kind, cls)
+        if parsed["solver"].seed is not None:
+            raise ConfigError(
+                "a sweep's Monte Carlo paths take their keys from [sweep] seed: move it there",
+                "solver.seed",
+            )
+    entries = _entries(values, cls, allow_empty=monte_carlo)
     built = {key: entry_values(key, value, kind) for key, value in entries.items()}
     random = kind in ("random", "lhs")
-    seed = (values["seed"] if values["seed"] is not None else 0) if random else None
-    dim = _check_settings(values, kind, built)
+    seed = (values["seed"] if values["seed"] is not None else 0) if random or monte_carlo else None
+    dim = _check_settings(values, kind, built, monte_carlo)
     keep = values["keep"]
-    _check_keep(keep, cls, parsed["time"])
+    if monte_carlo and is_statistics(keep):
+        _check_statistics(keep, cls)
+    else:
+        _check_keep(keep, cls, parsed["time"])
     budget = values["memory_budget"]
     return SweepSpec(
         kind=kind,
@@ -143,13 +162,41 @@ def parse_sweep(values: dict[str, Any], parsed: dict[str, Any]) -> SweepSpec:
         memory_budget=budget,
         dim=dim,
         engine=values["engine"],
-        spec=_build(kind, built, values["samples"], seed, dim),
+        spec=_build(kind, built, values["samples"], seed, dim) if built else None,
         budget=None if budget is None else _budget_bytes(budget),
+        monte_carlo=monte_carlo,
     )
 
 
-def _entries(values: dict[str, Any], cls: type[Model]) -> dict[str, Any]:
-    """The swept keys of `[sweep]`, as written, each checked against the model's keys."""
+def _monte_carlo_checks(values: dict[str, Any], kind: str, cls: type[Model]) -> None:
+    """`[sweep]` of a stochastic model: Monte Carlo paths (`samples`) of a grid or zip."""
+    name = cls.__name__
+    if kind in ("random", "lhs"):
+        raise ConfigError(
+            f"{name} is stochastic: its sweeps run samples = <Monte Carlo paths> per point "
+            f'of a grid or zip sweep (kind = "grid" or "zip"), not {kind} parameter draws',
+            "sweep.kind",
+        )
+    if values["samples"] is None:
+        raise ConfigError(
+            f"{name} is stochastic: give the number of Monte Carlo paths per point, e.g. "
+            "samples = 10000 (and seed = 0; path i of point p gets the key "
+            "fold_in(key(seed), p * samples + i))",
+            "sweep.samples",
+        )
+
+
+def _check_statistics(keep: list[str], cls: type[Model]) -> None:
+    """Check statistics over the paths (`["x.mean", "x.q05"]`) against the model."""
+    try:
+        plan_statistics(keep, cls, field_defaults(cls)["state"])
+    except ValueError as e:
+        raise ConfigError(str(e).removeprefix("keep: "), "sweep.keep") from None
+
+
+def _entries(values: dict[str, Any], cls: type[Model], allow_empty: bool) -> dict[str, Any]:
+    """The swept keys of `[sweep]`, as written, each checked against the model's keys
+    (none at all only in a Monte Carlo sweep: `allow_empty`)."""
     entries = dict(values["entries"])
     # `state.x = ...` (a dotted key) arrives as a `state` table: flatten it to "state.x".
     state = entries.pop("state", None)
@@ -161,7 +208,7 @@ def _entries(values: dict[str, Any], cls: type[Model]) -> dict[str, Any]:
                 "sweep.state",
             )
         entries.update({state_key(k): v for k, v in state.items()})
-    if not entries:
+    if not entries and not allow_empty:
         raise ConfigError(
             'nothing to sweep: add a parameter (or a quoted "state.<var>") with its values, '
             "e.g. rho = { linspace = [0.0, 21.0, 100] }",
@@ -179,7 +226,9 @@ def _entries(values: dict[str, Any], cls: type[Model]) -> dict[str, Any]:
     return entries
 
 
-def _check_settings(values: dict[str, Any], kind: str, built: dict[str, Any]) -> str | None:
+def _check_settings(
+    values: dict[str, Any], kind: str, built: dict[str, Any], monte_carlo: bool
+) -> str | None:
     """Check the settings of `[sweep]` against its kind; return the dimension name (`None`
     for a grid, whose dimensions are named after the keys)."""
     random = kind in ("random", "lhs")
@@ -188,9 +237,10 @@ def _check_settings(values: dict[str, Any], kind: str, built: dict[str, Any]) ->
             f"a {kind} sweep needs the number of points: add samples = 1000", "sweep.samples"
         )
     for key in ("samples", "seed"):
-        if not random and values[key] is not None:
+        if not random and not monte_carlo and values[key] is not None:
             raise ConfigError(
-                f'{key} applies to kind = "random" or "lhs" only; this sweep is "{kind}"',
+                f'{key} applies to kind = "random" or "lhs" only; this sweep is "{kind}" (or to '
+                "the Monte Carlo paths of a stochastic model, and this model has no noise)",
                 f"sweep.{key}",
             )
     if kind == "grid" and values["dim"] is not None:

@@ -4,16 +4,13 @@ from typing import Any
 
 from difsim._config._experiment import TimeSpec
 from difsim._config._schema import ConfigError, given, is_number
-from difsim._config._toml import format_value
 
 
 def parse_time(values: dict[str, Any], parsed: dict[str, Any]) -> TimeSpec:
     """The one place a config checks and builds its times: `[time]` → [`TimeSpec`][]."""
     t0, t1, save = float(values["t0"]), float(values["t1"]), values["save"]
     if not t1 > t0:
-        raise ConfigError(
-            f"must be greater than t0 = {format_value(t0)}, got {format_value(t1)}", "time.t1"
-        )
+        raise ConfigError(f"must be greater than t0 = {t0!r}, got {t1!r}", "time.t1")
     if isinstance(save, list):
         if not save:
             raise ConfigError(
@@ -34,8 +31,7 @@ def parse_time(values: dict[str, Any], parsed: dict[str, Any]) -> TimeSpec:
         for i, t in enumerate(save):
             if not t0 <= t <= t1:
                 raise ConfigError(
-                    f"time {t} (save[{i}]) lies outside [t0, t1] = [{format_value(t0)}, "
-                    f"{format_value(t1)}]",
+                    f"time {t} (save[{i}]) lies outside [t0, t1] = [{t0!r}, {t1!r}]",
                     "time.save",
                 )
         save = tuple(float(t) for t in save)

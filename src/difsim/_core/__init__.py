@@ -14,13 +14,25 @@ from difsim._core._model import (
     Model as Model,
     param as param,
 )
+from difsim._core._noise import (
+    Noise as Noise,
+)
 from difsim._core._observable import (
     ObservableInfo as ObservableInfo,
     model_observables as model_observables,
     observable as observable,
 )
+from difsim._core._progress_meter import (
+    reports_model_time as reports_model_time,
+)
 from difsim._core._save import (
     SaveSpec as SaveSpec,
+)
+from difsim._core._sde import (
+    brownian_path as brownian_path,
+    check_saves as check_saves,
+    noise_summary as noise_summary,
+    sde_solver_settings as sde_solver_settings,
 )
 from difsim._core._simulate import (
     simulate as simulate,
@@ -50,4 +62,5 @@ from difsim._core._steady import (
 )
 from difsim._core._vector_field import (
     Layout as Layout,
+    check_rhs as check_rhs,
 )

@@ -8,7 +8,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from difsim._core._state import State, state_var
+from difsim._core._noise import Noise
+from difsim._core._state import State, VarInfo, state_var
 from difsim._pde import Grid, irfftn, rfftn
 
 
@@ -58,11 +59,20 @@ class Model(eqx.Module):
     s_hat)` instead of (or besides) `rhs_nonstiff`: the spectral solver ETDRK4 then works
     without transforming each stage back and forth.
 
-    Class-level options (`ClassVar`): `time_units` (e.g. `"s"`), `stiff` (pick a stiff
-    solver by default), `phase` (a pair of variables to draw as a phase portrait),
+    Noise (a stochastic differential equation, see `docs/stochastic.md`): define
+    `diffusion(self, t, s)`, returning like `rhs` one entry per noisy state variable; the
+    class attribute `noise = ds.Noise(...)` chooses diagonal (default) or general noise and
+    the calculus (Itô by default). `simulate` then needs a PRNG key.
+
+    Class-level options (`ClassVar`): `time_units` (a UDUNITS string, e.g. `"s"`; `None`
+    is written `"1"`, model units), `stiff` (pick a stiff solver by default),
     `solver_defaults` (settings `simulate`/`sweep`/configs use when the caller leaves them
     unset, e.g. `{"solver": "etdrk4", "dt0": 0.25}`; `dt0` and `controller` apply only
-    with the model's own solver).
+    with the model's own solver), and how outputs are drawn: `phase` (a pair of variables
+    to draw as a phase portrait), `phase_aspect` (`"equal"` for orbits), `plot_time_scale`
+    (`"log"` for kinetics spanning decades), `invariants` (`{method name: VarInfo}`:
+    conserved quantities of the saved states, kept in outputs and drawn as relative
+    drift).
 
     PDE models keep their [`Grid`][] in a field (conventionally `grid`): its coordinates
     label the outputs (`x`, `y`, `z`), and state variables with as many axes as the grid
@@ -74,7 +84,11 @@ class Model(eqx.Module):
     time_units: ClassVar[str | None] = None
     stiff: ClassVar[bool] = False
     phase: ClassVar[tuple[str, str] | None] = None
+    phase_aspect: ClassVar[str] = "auto"
+    plot_time_scale: ClassVar[str] = "linear"
+    invariants: ClassVar[dict[str, VarInfo]] = {}
     solver_defaults: ClassVar[dict[str, Any]] = {}
+    noise: ClassVar[Noise] = Noise()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -116,6 +130,21 @@ class Model(eqx.Module):
             )
         slow, fast = self.rhs_nonstiff(t, s), self.rhs_stiff(t, s)
         return {name: slow[name] + fast[name] for name in s.names}
+
+    def diffusion(self, t, s: State) -> Mapping[str, Any]:
+        """Optional: the noise of a stochastic model, `{name: g}` (units of var / √time).
+
+        Diagonal noise (default): `g` has the variable's shape, and `dx = rhs dt + g dW` with
+        an independent Brownian motion per entry; variables left out have no noise. General
+        noise (`noise = ds.Noise(dim=m)`): `g` has shape `(*var_shape, m)`, one column per
+        shared Brownian motion. See [`Noise`][difsim.Noise].
+        """
+        raise NotImplementedError(f"{type(self).__name__} defines no diffusion (it has no noise)")
+
+    @classmethod
+    def is_stochastic(cls) -> bool:
+        """Whether the model defines `diffusion` (an SDE, solved with a PRNG key)."""
+        return cls.diffusion is not Model.diffusion
 
     def rhs_nonstiff(self, t, s: State) -> Mapping[str, Any]:
         """Non-stiff part of the right-hand side (treated explicitly by IMEX solvers).
@@ -170,7 +199,15 @@ class Model(eqx.Module):
         return grids[0]
 
     def initial_state(self) -> State:
-        """The initial state used by `simulate` (default: the `state` field)."""
+        """The initial state used by `simulate` (default: the `state` field, every
+        variable of which must then have a value)."""
+        state = self._declared_state()
+        unset = [name for name, value in state.items() if value is None]
+        if unset:
+            raise ValueError(_unset_message(type(self).__name__, unset, state.names))
+        return state
+
+    def _declared_state(self) -> State:
         try:
             return self.state
         except AttributeError:
@@ -259,6 +296,24 @@ class Model(eqx.Module):
                     f"{', '.join(names) or '(none)'}, and state variables are set as 'state.<var>'"
                 )
         if state_updates:
-            base = fields.get("state", self.initial_state())
+            # The declared state, not the base class's checked one: replacing is how a
+            # variable declared without a value (`ds.Var(None)`) gets one.
+            own = type(self).initial_state is not Model.initial_state
+            default = self.initial_state() if own else self._declared_state()
+            base = fields.get("state", default)
             fields["state"] = base.replace(**state_updates)
         return dataclasses.replace(self, **fields)
+
+
+def _unset_message(cls: str, unset: list[str], names: tuple[str, ...]) -> str:
+    """How to give a value to state variables declared `ds.Var(None)`."""
+    which = ", ".join(repr(n) for n in unset)
+    example = ", ".join(f"{n}=..." for n in names)
+    one = unset[0]
+    return (
+        f"{cls}: state variable{'s' if len(unset) > 1 else ''} {which} "
+        f"{'have' if len(unset) > 1 else 'has'} no initial value (declared ds.Var(None)). "
+        f"Define `def initial_state(self): return ds.State({example})` on {cls} (e.g. "
+        f"fields built from self.grid), or give the values: "
+        f"model.replace(**{{'state.{one}': value}}) or {cls}(state=ds.State({example}))"
+    )

@@ -1,5 +1,6 @@
 """`SaveSpec`: a solve's time span and the times it saves, checked once where they enter."""
 
+import math
 from typing import Any
 
 import equinox as eqx
@@ -9,6 +10,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Real
 
 from difsim._core._custom_types import RealScalarLike, SaveLike, Times
+from difsim._resources import check_memory
 
 DEFAULT_SAVE_POINTS = 101
 
@@ -95,6 +97,26 @@ class SaveSpec(eqx.Module):
         if self.ts is None:
             return jnp.linspace(self.t0, self.t1, self.n_saved)
         return jnp.asarray(self.ts)
+
+
+def check_saved_memory(times: SaveSpec, layout: Any, model_name: str) -> None:
+    """Refuse, before anything is allocated, a `simulate` whose saved values cannot fit in
+    memory: `times.n_saved` saved states of the `layout`'s values (its `shapes` and
+    `dtype`), plus the times.
+
+    **Raises:** `difsim._resources.ResourceError` (a `ValueError`) naming `save`.
+    """
+    n_values = sum(math.prod(shape) for shape in layout.shapes)
+    itemsize, what = layout.dtype.itemsize, f"simulate({model_name})"
+    n = times.n_saved
+    key = "save" if times.ts is None else "save times"
+    check_memory(
+        n * (n_values + 1) * itemsize,
+        f"{what} saving {n:,} times of {n_values:,} value{'s' if n_values > 1 else ''} "
+        f"({itemsize * 8}-bit)",
+        key,
+        'save fewer times (save = n, "final", or a list of times)',
+    )
 
 
 def concrete(x: Any) -> np.ndarray | None:

@@ -7,6 +7,7 @@ import diffrax as dfx
 import equinox as eqx
 import jax.numpy as jnp
 from jax.sharding import NamedSharding
+from jaxtyping import PRNGKeyArray
 
 from difsim import solvers
 from difsim._core._adjoint import forward_mode_error, forward_only
@@ -15,12 +16,15 @@ from difsim._core._event import Event, to_diffrax_event
 from difsim._core._fixed_step import plan_scan, scan_solve
 from difsim._core._model import Model
 from difsim._core._nonfinite import guard_nonfinite
-from difsim._core._save import SaveSpec
+from difsim._core._progress_meter import solve_meter
+from difsim._core._save import SaveSpec, check_saved_memory
+from difsim._core._sde import check_key, sde_settings
 from difsim._core._solution import Solution
 from difsim._core._solver_settings import SolverSettings, solver_settings
 from difsim._core._stability import check_explicit_step
 from difsim._core._state import State, is_finite_concrete
-from difsim._core._vector_field import Layout, SpectrumField, VectorField, check_rhs, check_spectrum
+from difsim._core._terms import model_terms, solve_controller
+from difsim._core._vector_field import Layout, VectorField, check_rhs, check_spectrum
 from difsim._pde import constrain
 from difsim._status import Status, max_steps_message, status_from_result
 
@@ -32,6 +36,8 @@ def simulate(
     t0: RealScalarLike | None = None,
     t1: RealScalarLike | None = None,
     save: SaveLike = None,
+    key: PRNGKeyArray | None = None,
+    brownian: str | None = None,
     solver: str | dfx.AbstractSolver | None = None,
     rtol: float | None = None,
     atol: float | None = None,
@@ -57,9 +63,16 @@ def simulate(
     - `t0`, `t1`: start and end of the solve (`t1 > t0`), when `t` is not given.
     - `save`: `"final"` (only the state at `t1`), an integer `n` (`n` evenly spaced times
       from `t0` to `t1`; default 101), or an array of times in `[t0, t1]`.
+    - `key`: for a stochastic model (one with `diffusion`; see `docs/stochastic.md`), the
+      PRNG key of its Brownian path, e.g. `jax.random.key(0)`: the same key gives the same
+      path, whatever the solver and its steps. Required for such a model, refused otherwise.
+    - `brownian`: that path: `"tree"` (default; one path for any steps) or `"steps"` (one
+      draw per fixed step: much cheaper; the path changes with `dt0`).
     - `solver`: a name from `difsim.solvers.SOLVERS` or any diffrax solver instance. Default:
       the model's `solver_defaults` (e.g. ETDRK4 with a fixed step for a stiff PDE), else
-      `"tsit5"`, or `"kvaerno5"` for models with `stiff = True`.
+      `"tsit5"`, or `"kvaerno5"` for models with `stiff = True`. A stochastic model takes a
+      name from `difsim.solvers.SDE_SOLVERS` (default `"shark"` for additive noise, else
+      `"euler"` (Itô) or `"heun"` (Stratonovich); SDE tolerances default to 1e-3).
     - `rtol`, `atol`: relative/absolute tolerances of the adaptive step-size controller (and of
       the nonlinear solves of implicit solvers); default 1e-6 (or the model's). Checked:
       finite and positive, `rtol < 1`; `atol` may also be one value per state variable.
@@ -82,7 +95,10 @@ def simulate(
     - `throw`: if `True` (default) a failed solve raises an error with a hint; if `False` the
       failure is reported in `Solution.status` and the failed values are NaN (what sweeps use).
       A right-hand side that turns NaN/inf ends an adaptive solve there, `Status.NONFINITE`.
-    - `progress`: show a progress bar (tqdm) while solving.
+    - `progress`: report progress in model time while solving (`t = 412.5 of 2000 s`): a
+      bar on a terminal, log lines elsewhere (docs: "Progress and logging"). It costs a
+      host callback every few steps (about 1 %), and keeps the program out of JAX's
+      persistent compilation cache.
     - `sharding`: split the fields of a PDE model across devices, e.g.
       `ds.domain_sharding(model.grid)` (a `NamedSharding` for one field; state arrays with
       more axes are split along their trailing ones). Results equal the unsharded solve.
@@ -93,14 +109,21 @@ def simulate(
     # (what sweeps pass, having checked and resolved once for all their trajectories).
     if not isinstance(model, Model):
         raise TypeError(f"simulate expects a difsim.Model instance, got {type(model).__name__}")
+    key = check_key(model, key, brownian)
     times = _save_spec(t, t0=t0, t1=t1, save=save)
     given = dict(controller=controller, dt0=dt0, rtol=rtol, atol=atol, max_steps=max_steps,
                  root_tol=root_tol)  # fmt: skip
-    settings = _solver_settings(model, solver, given)
-    adjoint_obj = solvers.make_adjoint(adjoint)
     state0 = model.initial_state()
-    layout = _checked_layout(model, state0, settings.imex)
-    if settings.fixed_step and not settings.imex:
+    adjoint_obj = solvers.make_adjoint(adjoint)
+    if key is None:
+        settings = _solver_settings(model, solver, given)
+        layout = _checked_layout(model, state0, settings.imex)
+    else:  # an SDE: its noise picks the solver, and needs the state's layout
+        layout = _checked_layout(model, state0, False)
+        settings = sde_settings(model, layout, solver, given, adjoint_obj, brownian, times)
+    check_saved_memory(times, layout, type(model).__name__)
+    imex = settings.imex and key is None
+    if settings.fixed_step and not imex:
         y0 = layout.pack(state0.values)
         field = VectorField(layout, "rhs")
         name = type(model).__name__
@@ -111,23 +134,16 @@ def simulate(
     _check_adjoint_and_sharding(dfx_event, adjoint_obj, sharding)
     ts = times.save_times()
     scan_plan = plan_scan(
-        ts,
-        times.t0,
-        times.t1,
-        settings.dt0,
-        final_only=times.final_only,
-        fixed_step=isinstance(settings.controller, dfx.ConstantStepSize),
-        event=dfx_event,
-        adjoint=adjoint_obj,
-        progress=progress,
-        max_steps=settings.max_steps,
-    )
+        ts, times.t0, times.t1, settings.dt0, final_only=times.final_only,
+        fixed_step=isinstance(settings.controller, dfx.ConstantStepSize), event=dfx_event,
+        adjoint=adjoint_obj, progress=progress, max_steps=settings.max_steps,
+    )  # fmt: skip
     # Times take the state's (real) dtype: diffrax would otherwise promote a float32 state
     # to the float64 of Python-float times under x64, ignoring the precision the user chose.
     dtype = jnp.finfo(layout.dtype).dtype
     try:
         return _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout,
-                          progress, throw, sharding, scan_plan)  # fmt: skip
+                          progress, throw, sharding, scan_plan, key)  # fmt: skip
     except TypeError as error:
         explained = forward_mode_error(adjoint_obj, error)
         if explained is None:
@@ -136,19 +152,23 @@ def simulate(
 
 
 def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout, progress,
-               throw, sharding, scan_plan) -> Solution:  # fmt: skip
+               throw, sharding, scan_plan, key) -> Solution:  # fmt: skip
+    t0, t1 = jnp.asarray(times.t0, dtype), jnp.asarray(times.t1, dtype)
+    dt0 = None if settings.dt0 is None else jnp.asarray(settings.dt0, dtype)
+    terms = model_terms(model, layout, settings, key, t0, t1, dt0)
+    ts = None if ts is None else jnp.asarray(ts, dtype)
     return _solve(
         model,
-        None if ts is None else jnp.asarray(ts, dtype),
-        jnp.asarray(times.t0, dtype),
-        jnp.asarray(times.t1, dtype),
-        None if settings.dt0 is None else jnp.asarray(settings.dt0, dtype),
-        terms=_terms(model, layout, settings.imex),
+        ts,
+        t0,
+        t1,
+        dt0,
+        terms=terms,
         solver=settings.solver,
-        controller=settings.controller,
+        controller=solve_controller(settings, key, ts, times.final_only),
         adjoint=adjoint_obj,
         event=dfx_event,
-        meter=dfx.TqdmProgressMeter() if progress else dfx.NoProgressMeter(),
+        meter=solve_meter(model, times, layout) if progress else dfx.NoProgressMeter(),
         layout=layout,
         final_only=times.final_only,
         max_steps=settings.max_steps,
@@ -191,18 +211,6 @@ def _checked_layout(model: Model, state0: State, imex: bool) -> Layout:
     for part in ("rhs_nonstiff", "rhs_stiff") if imex else ("rhs",):
         check_rhs(model, layout, part)
     return layout
-
-
-def _terms(model: Model, layout: Layout, imex: bool) -> dfx.AbstractTerm:
-    """The diffrax term: one `ODETerm`, or for an IMEX solver `MultiTerm(non-stiff, stiff)`
-    with a spectral non-stiff part when the model gives one."""
-    if not imex:
-        return dfx.ODETerm(VectorField(layout, "rhs"))
-    nonstiff = VectorField(layout, "rhs_nonstiff")
-    explicit = dfx.ODETerm(nonstiff)
-    if model.has_spectrum():
-        explicit = solvers.SpectralODETerm(nonstiff, SpectrumField(layout))
-    return dfx.MultiTerm(explicit, dfx.ODETerm(VectorField(layout, "rhs_stiff")))
 
 
 def _check_adjoint_and_sharding(event, adjoint: dfx.AbstractAdjoint, sharding) -> None:

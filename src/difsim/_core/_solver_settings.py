@@ -42,6 +42,8 @@ class SolverSettings(eqx.Module):
     - `solver_requested`, `controller_requested`: the solver and controller as chosen
       before any object was built: a registered name, the instance given, or (controller
       only) `None` for the solver's default; what a sweep describes and hashes. Static.
+    - `brownian`: a stochastic model's Brownian path, `"tree"` (a virtual Brownian tree)
+      or `"steps"` (increments per fixed step); see `docs/stochastic.md`. Static.
     """
 
     solver: dfx.AbstractSolver
@@ -50,9 +52,10 @@ class SolverSettings(eqx.Module):
     rtol: RealScalarLike
     atol: RealScalarLike
     max_steps: int = eqx.field(static=True)
-    root_tol: RealScalarLike | None
     solver_requested: str | dfx.AbstractSolver = eqx.field(static=True)
     controller_requested: str | dfx.AbstractStepSizeController | None = eqx.field(static=True)
+    brownian: str = eqx.field(default="tree", static=True)
+    root_tol: RealScalarLike | None = None
 
     @property
     def imex(self) -> bool:

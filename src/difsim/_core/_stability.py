@@ -48,7 +48,9 @@ def _spectral_radius(vector_field, t0, y0, model):
         return jax.tree.map(lambda x: x / jnp.where(size > 0, size, 1.0), jv), size
 
     v = jax.tree.map(lambda x: x / norm(v), v)
-    _, rho = jax.lax.fori_loop(0, _ITERATIONS, body, (v, jnp.zeros((), jnp.result_type(y0))))
+    # (y0 is a dict when the state's variables differ in shape: their common dtype.)
+    dtype = jnp.result_type(*jax.tree.leaves(y0))
+    _, rho = jax.lax.fori_loop(0, _ITERATIONS, body, (v, jnp.zeros((), dtype)))
     return rho
 
 

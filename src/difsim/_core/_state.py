@@ -19,11 +19,14 @@ class VarInfo:
     - `description`: a long name for plots and netCDF `long_name`.
     - `dims`: names of the variable's own axes (e.g. `("x", "y")` for a 2-D field); `None`
       lets difsim name them `<var>_dim<i>`.
+    - `angle`: the variable is an angle (units `"rad"` or `"degree"`): plots wrap it into
+      one turn around zero; the values themselves are never wrapped.
     """
 
     units: str | None = None
     description: str | None = None
     dims: tuple[str, ...] | None = None
+    angle: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,12 +36,16 @@ class Var:
     ```python
     state = ds.State(x=ds.Var(1.0, units="m", description="position"), v=0.0)
     ```
+
+    Units are UDUNITS strings (`"m"`, `"m/s"`, `"1"` for dimensionless); `angle=True`
+    marks an angle that plots wrap (see [`VarInfo`][]).
     """
 
     value: Any
     units: str | None = None
     description: str | None = None
     dims: tuple[str, ...] | None = None
+    angle: bool = False
 
 
 class State(eqx.Module):
@@ -62,7 +69,7 @@ class State(eqx.Module):
         values, info = {}, []
         for name, value in variables.items():
             if isinstance(value, Var):
-                meta = VarInfo(value.units, value.description, value.dims)
+                meta = VarInfo(value.units, value.description, value.dims, value.angle)
                 value = value.value
             else:
                 meta = VarInfo()

@@ -1,5 +1,7 @@
 """Glue between a named-state `Model` and diffrax's array-valued vector fields."""
 
+import os
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -105,17 +107,25 @@ class SpectrumField(eqx.Module):
 
 def check_rhs(model, layout: Layout, part: str) -> None:
     """Trace `model.<part>` once (no FLOPs) and raise a `ValueError` naming any variable
-    whose derivative is missing, unexpected, or of a shape that does not fit."""
+    whose derivative is missing, unexpected, or of a shape that does not fit; a `TypeError`
+    for complex derivatives of a real state, or Python control flow on traced values."""
     t = jax.ShapeDtypeStruct((), layout.dtype)
     y = {
         name: jax.ShapeDtypeStruct(shape, layout.dtype)
         for name, shape in zip(layout.names, layout.shapes)
     }
 
-    def call(t, values):
+    def call(model, t, values):
         return getattr(model, part)(t, State.from_info(layout.info, values))
 
-    _check_output(model, layout, part, jax.eval_shape(call, t, y), layout.shapes)
+    try:
+        # The model's arrays abstract too, as in the compiled solve: a Python `if` on a
+        # parameter fails here, by name, rather than deep inside the solver.
+        out = eqx.filter_eval_shape(call, model, t, y)
+    except _TRACER_ERRORS as error:
+        raise traced_value_error(model, part, error) from error
+    _check_output(model, layout, part, out, layout.shapes)
+    _check_real(model, layout, part, out)
 
 
 def check_spectrum(model, layout: Layout) -> None:
@@ -135,11 +145,14 @@ def check_spectrum(model, layout: Layout) -> None:
     cdtype = jnp.result_type(layout.dtype, jnp.complex64)
     y_hat = {name: jax.ShapeDtypeStruct(spectrum, cdtype) for name in layout.names}
 
-    def call(t, values, spectra):
+    def call(model, t, values, spectra):
         s, s_hat = (State.from_info(layout.info, v) for v in (values, spectra))
         return model.rhs_nonstiff_spectrum(t, s, s_hat)
 
-    out = jax.eval_shape(call, t, y, y_hat)
+    try:
+        out = eqx.filter_eval_shape(call, model, t, y, y_hat)
+    except _TRACER_ERRORS as error:
+        raise traced_value_error(model, "rhs_nonstiff_spectrum", error) from error
     shapes = (spectrum,) * len(layout.names)
     _check_output(model, layout, "rhs_nonstiff_spectrum", out, shapes, "spectrum's shape")
 
@@ -157,13 +170,8 @@ def _check_output(model, layout: Layout, part: str, out, shapes, what: str = "sh
         )
     missing = [name for name in layout.names if name not in out]
     extra = [name for name in out if name not in layout.names]
-    if missing:
-        raise ValueError(f"{cls}.{part} returned no derivative for state variable {missing[0]!r}")
-    if extra:
-        raise ValueError(
-            f"{cls}.{part} returned {extra[0]!r}, which is not a state variable of {cls} "
-            f"(variables: {', '.join(layout.names)})"
-        )
+    if missing or extra:
+        raise ValueError(_keys_message(f"{cls}.{part}", cls, missing, extra, layout.names))
     for name, shape in zip(layout.names, shapes):
         got = tuple(getattr(out[name], "shape", np.shape(out[name])))
         try:
@@ -175,3 +183,96 @@ def _check_output(model, layout: Layout, part: str, out, shapes, what: str = "sh
                 f"{cls}.{part} returned shape {got} for state variable {name!r}, whose "
                 f"{what} is {shape}"
             )
+
+
+def _keys_message(where: str, cls: str, missing: list, extra: list, names) -> str:
+    """What is wrong with the keys an rhs returned: every missing and every extra one."""
+    quoted = lambda keys: ", ".join(repr(k) for k in keys)  # noqa: E731
+    problems = []
+    if missing:
+        problems.append(
+            f"no derivative for state variable{'s' if len(missing) > 1 else ''} {quoted(missing)}"
+        )
+    if extra:
+        problems.append(
+            f"{quoted(extra)}, which {'are' if len(extra) > 1 else 'is'} not a state variable "
+            f"of {cls}"
+        )
+    hint = ""
+    if len(missing) == 1 and len(extra) == 1:
+        hint = f" (is {extra[0]!r} meant to be {missing[0]!r}?)"
+    return (
+        f"{where} returned {' and '.join(problems)}{hint}; it must return one entry per "
+        f"state variable ({', '.join(names)})"
+    )
+
+
+def _check_real(model, layout: Layout, part: str, out) -> None:
+    """A complex derivative of a real state would be cast to real, silently dropping its
+    imaginary part: refuse it."""
+    if jnp.issubdtype(layout.dtype, jnp.complexfloating):
+        return
+    cls = type(model).__name__
+    values = out.values if isinstance(out, State) else out
+    for name in layout.names:
+        dtype = getattr(values[name], "dtype", None)
+        dtype = np.result_type(values[name]) if dtype is None else dtype
+        if jnp.issubdtype(dtype, jnp.complexfloating):
+            raise TypeError(
+                f"{cls}.{part} returned complex values ({dtype}) for state variable {name!r}, "
+                f"whose state is real ({layout.dtype}): they would be cast to real, dropping "
+                "the imaginary part. Return real values (split a complex quantity into two "
+                "real variables, or take jnp.real where the imaginary part is rounding), or "
+                f"make the initial state complex (e.g. {name}=1.0 + 0j) to integrate in "
+                "complex arithmetic"
+            )
+
+
+# JAX's errors for Python control flow or conversions on traced values, most specific
+# first, each with what the user wrote and what to write instead.
+_TRACED_ADVICE = (
+    (
+        jax.errors.TracerBoolConversionError,
+        "a Python `if`, `while`, `and`/`or`/`not` or `bool()` on a value that depends on "
+        "the state, the time or a parameter",
+        "choose values with jnp.where(condition, a, b), or branches with jax.lax.cond",
+    ),
+    (
+        jax.errors.TracerIntegerConversionError,
+        "`int()`, `range()` or a Python index computed from a traced value",
+        "use jax.numpy indexing (x[i] with an array i), jnp.take, or jax.lax.fori_loop",
+    ),
+    (
+        jax.errors.TracerArrayConversionError,
+        "NumPy (`np.*`) on a traced value",
+        "use jax.numpy (`jnp.*`) inside the model",
+    ),
+    (
+        jax.errors.ConcretizationTypeError,
+        "a Python value (`float()`, a shape, a loop bound) computed from a traced value",
+        "keep values as JAX arrays (jnp.where, jax.lax.cond, jax.lax.fori_loop)",
+    ),
+)
+_TRACER_ERRORS = tuple(kind for kind, _, _ in _TRACED_ADVICE)
+
+
+def traced_value_error(model, part: str, error: Exception) -> TypeError:
+    """A difsim error for a JAX tracer error raised while tracing `model.<part>`: names the
+    model, the method, the user's line, what it does and what to write instead."""
+    what, advice = next((w, a) for kind, w, a in _TRACED_ADVICE if isinstance(error, kind))
+    line = _user_line(error)
+    return TypeError(
+        f"{type(model).__name__}.{part} uses {what}{line}. difsim compiles the model with "
+        "JAX, which traces these values without knowing them, so Python cannot decide on "
+        f"them: {advice}"
+    )
+
+
+def _user_line(error: Exception) -> str:
+    """` (file.py, line 12: `if s.x > 0:`)` for the innermost frame outside JAX, or `""`."""
+    frames = traceback.extract_tb(error.__traceback__)
+    for frame in reversed(frames):
+        if f"{os.sep}jax{os.sep}" not in frame.filename and "jaxlib" not in frame.filename:
+            code = f": `{frame.line.strip()}`" if frame.line else ""
+            return f" ({frame.filename}, line {frame.lineno}{code})"
+    return ""

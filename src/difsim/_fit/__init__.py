@@ -22,6 +22,11 @@ from difsim._fit._result import (
 from difsim._fit._shooting import (
     MultipleShooting as MultipleShooting,
 )
+from difsim._fit._stochastic import (
+    AbstractObjective as AbstractObjective,
+    KalmanLikelihood as KalmanLikelihood,
+    SimulatedMoments as SimulatedMoments,
+)
 from difsim._fit._transforms import (
     AbstractTransform as AbstractTransform,
     Bounded as Bounded,

@@ -1,10 +1,12 @@
 """Fit checkpoints: the loop state saved after every block of steps, so a fit can resume.
 
-A checkpoint is one file: a magic line, a JSON header naming the fit it belongs to, the
-history of every step so far (a `.npy` array) and the loop state (equinox's leaf
-serialisation). It is written atomically, so an interrupted write leaves the last one.
-A checkpoint path is checked before any work ([`check_checkpoint`][]): only a difsim
-checkpoint is ever read or replaced there, never another file.
+A checkpoint is one file: a magic line with the format's version, a JSON header naming the
+fit it belongs to (and its history's shape), then the history of every step so far and the
+loop state, both written by equinox's `tree_serialise_leaves` (read back against templates
+of the same shapes and dtypes, so a mismatch is an error, never a silent cast). It is
+written atomically, so an interrupted write leaves the last one. A checkpoint path is
+checked before any work ([`check_checkpoint`][]): only a difsim checkpoint is ever read or
+replaced there, never another file.
 """
 
 import json
@@ -18,9 +20,13 @@ from jaxtyping import PyTree
 
 from difsim._io import OutputError, atomic_write_stream, check_folder
 
-# Version 2: the loop state holds a `Status` code (version 1 held loop-private codes).
-_MAGIC = b"DIFSIM-FIT-CHECKPOINT 2\n"
-_OLD_MAGIC = b"DIFSIM-FIT-CHECKPOINT 1\n"
+_PREFIX = b"DIFSIM-FIT-CHECKPOINT "
+# Version 3: history and loop state in one equinox leaf serialisation, the history's shape
+# in the header. Version 2 wrote the history as a separate `.npy` block; version 1 held
+# loop-private outcome codes rather than a `Status`.
+_VERSION = 3
+_MAGIC = _PREFIX + b"%d\n" % _VERSION
+_OLD_MAGICS = tuple(_PREFIX + b"%d\n" % v for v in range(1, _VERSION))
 
 
 def check_checkpoint(path: str | os.PathLike, reads=()) -> Path:
@@ -47,7 +53,7 @@ def check_checkpoint(path: str | os.PathLike, reads=()) -> Path:
         raise OutputError(f"checkpoint {path} is a file this run reads; choose another path")
     with open(path, "rb") as f:
         magic = f.readline(64)
-    if magic not in (_MAGIC, _OLD_MAGIC):
+    if magic != _MAGIC and magic not in _OLD_MAGICS:
         raise OutputError(
             f"checkpoint {path} exists and is not a difsim fit checkpoint; difsim never "
             "replaces it: choose another path"
@@ -63,28 +69,33 @@ def _same(path: Path, other) -> bool:
 
 
 def save_checkpoint(path: Path, header: dict, history: np.ndarray, carry: PyTree) -> None:
-    """Write `header` (JSON-ready), `history` and the loop state `carry` to `path`
-    atomically (temp file, fsync, rename)."""
+    """Write `header` (JSON-ready: the fit's identity), `history` (`(steps, ..., 3)`) and
+    the loop state `carry` to `path` atomically (temp file, fsync, rename)."""
+    history = np.ascontiguousarray(history)
 
     def write(f) -> None:
         f.write(_MAGIC)
-        f.write(json.dumps(header).encode() + b"\n")
-        np.lib.format.write_array(f, np.ascontiguousarray(history), allow_pickle=False)
-        eqx.tree_serialise_leaves(f, carry)
+        layout = {"history_shape": list(history.shape), "history_dtype": history.dtype.str}
+        f.write(json.dumps({**header, **layout}).encode() + b"\n")
+        eqx.tree_serialise_leaves(f, (history, carry))
 
     atomic_write_stream(path, write)
 
 
 def load_checkpoint(path: Path, header: dict, like: PyTree) -> tuple[np.ndarray, PyTree]:
-    """History and loop state (shaped like `like`) from `path`; raises if it belongs to a
-    different fit (another `header`) or is not a current checkpoint."""
+    """History and loop state (shaped like `like`) from `path`.
+
+    **Raises:** `ValueError` if it belongs to a different fit (another `header`), was
+    written by an older difsim (another format version), or is not a difsim checkpoint.
+    """
     check_checkpoint(path)
     with open(path, "rb") as f:
         magic = f.readline()
-        if magic == _OLD_MAGIC:
+        if magic in _OLD_MAGICS:
             raise ValueError(
-                f"checkpoint {str(path)!r} was written by an older difsim; delete it (the fit "
-                "then starts afresh) or use another path"
+                f"checkpoint {str(path)!r} was written by an older difsim (format version "
+                f"{magic[len(_PREFIX) :].decode().strip()}, this difsim reads {_VERSION}); "
+                "delete it (the fit then starts afresh) or use another path"
             )
         if magic != _MAGIC:
             raise ValueError(f"checkpoint {str(path)!r} is not a difsim fit checkpoint")
@@ -95,6 +106,14 @@ def load_checkpoint(path: Path, header: dict, like: PyTree) -> tuple[np.ndarray,
                     f"checkpoint {str(path)!r} belongs to a different fit ({key}: "
                     f"{saved.get(key)!r} there, {value!r} now); delete it or use another path"
                 )
-        history = np.lib.format.read_array(f, allow_pickle=False)
-        carry = eqx.tree_deserialise_leaves(f, like)
+        # Templates of what was written: equinox checks each leaf's shape and dtype.
+        template = np.zeros(saved["history_shape"], np.dtype(saved["history_dtype"]))
+        try:
+            history, carry = eqx.tree_deserialise_leaves(f, (template, like))
+        except (RuntimeError, ValueError, EOFError, OSError) as e:
+            # equinox's "changed shape/dtype", or a damaged file: not this fit's state.
+            raise ValueError(
+                f"checkpoint {str(path)!r} does not hold this fit's loop state ({e}); delete "
+                "it or use another path"
+            ) from None
     return history, carry

@@ -1,6 +1,7 @@
 """Observations for a fit: reading data (xarray, netCDF, CSV), checking it against a model,
 and the arrays the loss needs (values, NaN mask, weights)."""
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,6 +36,8 @@ class FitData(eqx.Module):
       variable name or a function `f(state) -> value`.
     - `coord`: the name of the data coordinate (`"year"`, `"day"`, …); `units`: each data
       variable's `units` attribute (or `None`).
+    - `attrs`: the data's own attributes as JSON text, `{"global": …, "coord": …,
+      "variables": {name: …}}` (text and numbers only), kept in the fit's outputs.
     """
 
     times: Float[Array, " n"]
@@ -45,6 +48,7 @@ class FitData(eqx.Module):
     targets: tuple[Target, ...] = eqx.field(static=True)
     coord: str = eqx.field(static=True)
     units: tuple[str | None, ...] = eqx.field(static=True)
+    attrs: str = eqx.field(static=True, default="{}")
 
     @property
     def num_observations(self) -> int:
@@ -274,7 +278,20 @@ def fit_data(
         targets=tuple(target for _, target in pairs),
         coord=coord,
         units=units,
+        attrs=_attrs_text(dataset, coord, names),
     )
+
+
+def _attrs_text(dataset: xr.Dataset, coord: str, names: tuple[str, ...]) -> str:
+    """The attributes of `dataset`, its coordinate `coord` and variables `names` as JSON
+    (static in `FitData`, so hashable text; values other than text and numbers dropped)."""
+
+    def keep(attrs) -> dict:
+        return {k: v for k, v in attrs.items() if isinstance(v, str | int | float)}
+
+    coord_attrs = keep(dataset[coord].attrs) if coord in dataset.variables else {}
+    variables = {name: keep(dataset[name].attrs) for name in names}
+    return json.dumps({"global": keep(dataset.attrs), "coord": coord_attrs, "variables": variables})
 
 
 def _column(dataset: xr.Dataset, name: str, coord: str, coord_values, noise: str) -> np.ndarray:

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from difsim._core import Layout, Model, simulate, state_var
+from difsim._core import Layout, Model, simulate
 from difsim._fit._data import (
     coordinate_values,
     fit_data,
@@ -31,7 +31,8 @@ from difsim._fit._shooting import (
     single_shooting,
 )
 from difsim._fit._steady import SteadyStateProblem
-from difsim._fit._transforms import AbstractTransform, as_transform
+from difsim._fit._stochastic import AbstractObjective
+from difsim._fit._transforms import AbstractTransform, free_transforms, initial_values
 from difsim._status import Status
 
 
@@ -42,6 +43,7 @@ def fit(
     *,
     observe: Mapping[str, str | Callable] | None = None,
     noise: str = "gaussian",
+    objective: AbstractObjective | None = None,
     weights: Mapping[str, Any] | None = None,
     sigma: Mapping[str, Any] | None = None,
     optimizer: Any = "trust_region",
@@ -83,6 +85,10 @@ def fit(
     - `observe`: `{data variable: state variable or function(state) -> value}`; default:
       data variables named like state variables observe those.
     - `noise`: `"gaussian"` or `"lognormal"` (positive data, relative errors).
+    - `objective`: for a stochastic model (see `docs/stochastic.md`), what is compared:
+      [`SimulatedMoments`][] (observed paths: their mean and variance per time) or
+      [`KalmanLikelihood`][] (one path of a linear-Gaussian SDE: its exact likelihood;
+      `sigma` is then the measurement noise). Required for a stochastic model.
     - `weights`, `sigma`: per data variable, a residual weight or a noise scale
       (weight `1/sigma`), each a number or an array over the time points.
     - `optimizer`: `"trust_region"` (default: a trust-region Levenberg–Marquardt method
@@ -110,7 +116,8 @@ def fit(
       = 0.3 in unconstrained units, relative for unbounded variables); keep the best.
     - `checkpoint`: a file to save the optimisation state in after every block of steps;
       if it exists, the fit resumes from it.
-    - `progress`: show a progress bar (default: when stderr is a terminal).
+    - `progress`: `None` (default) or `True` show progress: a bar on a terminal, log lines
+      every 10 s elsewhere (steps, loss, time left); `False`: none.
     - `max_failures`: consecutive rejected steps (non-finite loss, failed solves) before
       the fit stops.
     - `solver`, `rtol`, `atol`, `max_steps`, `root_tol`: passed to [`simulate`][]
@@ -123,8 +130,8 @@ def fit(
     **Returns:** a [`FitResult`][].
     """
     setup = prepare_fit(
-        model, data, free, observe=observe, noise=noise, weights=weights, sigma=sigma,
-        optimizer=optimizer, steps=steps, learning_rate=learning_rate, tol=tol,
+        model, data, free, observe=observe, noise=noise, objective=objective, weights=weights,
+        sigma=sigma, optimizer=optimizer, steps=steps, learning_rate=learning_rate, tol=tol,
         adjoint=adjoint, time=time, t0=t0, control=control,
         multiple_shooting=multiple_shooting, multistart=multistart, solver=solver, rtol=rtol,
         atol=atol, max_steps=max_steps, root_tol=root_tol,
@@ -154,8 +161,8 @@ class FitSetup(NamedTuple):
     transforms: dict[str, AbstractTransform]
 
 
-def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian", weights=None,
-                sigma=None, optimizer="trust_region", steps=None, learning_rate=1e-2,
+def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian", objective=None,
+                weights=None, sigma=None, optimizer="trust_region", steps=None, learning_rate=1e-2,
                 tol=1e-8, adjoint=None, time=None, t0=None, control=None,
                 multiple_shooting=None, multistart=None, solver=None, rtol=1e-6, atol=1e-6,
                 max_steps=4096, root_tol=None) -> FitSetup:  # fmt: skip
@@ -166,22 +173,36 @@ def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian"
     dataset, coord = read_data(
         data, time if time is not None or control is None else _control_dim(data, control)
     )
-    transforms = _free_transforms(model, free, control)
-    x0 = _initial_values(model, transforms)
+    transforms = free_transforms(model, free, control)
+    x0 = initial_values(model, transforms)
     coords = coordinate_values(dataset, coord, increasing=control is None)
     t0 = _start_time(type(model).__name__, coords, t0, control)
     dtype = Layout.of(model.initial_state()).dtype
     warn_precision(dtype, type(model).__name__)
     pairs = observation_map(dataset, coord, model, observe)
-    fdata = fit_data(
-        dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma, dtype=dtype
-    )
-    driver, steps = _driver(optimizer, learning_rate, tol, adjoint, steps, len(transforms), fdata)
     starts = None if multistart is None else multistart_spec(multistart)
-    sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint, root_tol)
-    problem, extra = _problem(
-        model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords
-    )
+    if objective is not None or model.is_stochastic():
+        optimizer = _objective_optimizer(objective, model, optimizer)
+        sim = SimOptions(solver, rtol, atol, max_steps, "checkpoint", root_tol)
+        problem = objective.problem(
+            model, tuple(transforms), tuple(transforms.values()), dataset, coord, coords,
+            pairs, sigma, t0, sim, dtype,
+        )  # fmt: skip
+        driver, steps = _driver(
+            optimizer, learning_rate, tol, adjoint, steps, len(transforms), problem.data
+        )
+        problem, extra = problem.with_adjoint(driver.adjoint), np.zeros(0)
+    else:
+        fdata = fit_data(
+            dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma, dtype=dtype
+        )
+        driver, steps = _driver(
+            optimizer, learning_rate, tol, adjoint, steps, len(transforms), fdata
+        )
+        sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint, root_tol)
+        problem, extra = _problem(
+            model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords
+        )
     x_all = np.concatenate([x0, extra])
     u0 = [float(t.inverse(x)) for t, x in zip(problem.all_transforms(), x_all)]
     u0 = jnp.asarray(np.array(u0), dtype)
@@ -203,6 +224,23 @@ def warn_precision(dtype, name: str) -> None:
             UserWarning,
             stacklevel=3,
         )
+
+
+def _objective_optimizer(objective, model: Model, optimizer):
+    """The optimizer of a stochastic model's fit: the objective's default unless another
+    was asked for (a likelihood needs a minimiser, not a least-squares solver)."""
+    if objective is None:
+        raise ValueError(
+            f"{type(model).__name__} is stochastic: tell fit what to compare, "
+            "objective=ds.SimulatedMoments(paths=1000) (observed paths: mean and variance) "
+            "or objective=ds.KalmanLikelihood() (a linear-Gaussian SDE's exact likelihood)"
+        )
+    if not isinstance(objective, AbstractObjective):
+        raise TypeError(
+            "objective must be ds.SimulatedMoments(...) or ds.KalmanLikelihood(), got "
+            f"{objective!r}"
+        )
+    return objective.optimizer if optimizer == "trust_region" else optimizer
 
 
 def _start_time(cls: str, coords: np.ndarray, t0: float | None, control: str | None):
@@ -266,71 +304,6 @@ def _problem(model, transforms, fdata, noise, control, multiple_shooting, sim, t
 def _control_dim(data, control: str) -> str | None:
     dims = getattr(data, "dims", ())
     return control if control in dims else None
-
-
-def _free_transforms(model: Model, free, control) -> dict[str, AbstractTransform]:
-    cls = type(model).__name__
-    if isinstance(free, str):
-        free = [free]
-    if isinstance(free, Mapping):
-        items = list(free.items())
-    elif isinstance(free, Sequence):
-        items = [(name, None) for name in free]
-    else:
-        raise TypeError(
-            f"free must be a mapping {{name: transform}} or a list of names, got {free!r}"
-        )
-    if not items:
-        raise ValueError("free is empty: name at least one parameter or 'state.<var>' to fit")
-    params = model.parameter_names()
-    states = model.initial_state().names
-    out = {}
-    for name, spec in items:
-        if not isinstance(name, str):
-            raise TypeError(f"free parameter names must be strings, got {name!r}")
-        if (var := state_var(name)) is not None:
-            if var not in states:
-                raise ValueError(
-                    f"free names unknown state variable {name!r}; {cls}'s state variables "
-                    f"are {', '.join(states)} (write them as 'state.<var>')"
-                )
-            if control is not None:
-                raise ValueError(
-                    f"free names {name!r}, but in a steady-state fit the initial state is only "
-                    "the root finder's guess: it cannot be fitted"
-                )
-        elif name not in params:
-            raise ValueError(
-                f"free names unknown parameter {name!r}; {cls}'s parameters are "
-                f"{', '.join(params)}, and initial values are 'state.<var>' with variables "
-                f"{', '.join(states)}"
-            )
-        if name == control:
-            raise ValueError(f"{name!r} is the control parameter of the data; it cannot be free")
-        out[name] = as_transform(spec, name)
-    return out
-
-
-def _initial_values(model: Model, transforms) -> np.ndarray:
-    state = model.initial_state()
-    values = []
-    for name, transform in transforms.items():
-        var = state_var(name)
-        value = getattr(model, name) if var is None else state[var]
-        if np.ndim(value) != 0:
-            raise ValueError(
-                f"free parameter {name!r} has shape {np.shape(value)}; only scalars can be "
-                "fitted (fix array-valued ones)"
-            )
-        value = float(np.asarray(value))
-        if not bool(transform.contains(value)):
-            raise ValueError(
-                f"initial value {name} = {value:g} lies outside the range "
-                f"{transform.describe()} of its transform {type(transform).__name__}; start "
-                "from a value inside it"
-            )
-        values.append(value)
-    return np.array(values)
 
 
 def _guess_trajectory(model, sim, t0, coords, fdata) -> dict[str, np.ndarray]:

@@ -1,14 +1,13 @@
 """The optimisation loop of a fit: one jit-compiled block of optimizer steps, repeated.
 
 Steps run inside `lax.scan` in blocks of [`BLOCK`][] (one compiled program, no Python per
-step); between blocks the host updates the progress bar and writes the checkpoint. Each
+step); between blocks the host updates the progress display and writes the checkpoint. Each
 step either advances or is rejected: a non-finite loss or gradient (a failed solve) keeps
 the last good parameters, and too many rejections in a row stop the fit. The outcome of
 each start is a [`Status`][] code held in the loop state.
 """
 
 import os
-import sys
 from pathlib import Path
 
 import equinox as eqx
@@ -22,6 +21,7 @@ from jaxtyping import Array, Bool, Float, Int
 from difsim._fit._checkpoint import load_checkpoint, save_checkpoint
 from difsim._fit._drivers import AbstractDriver
 from difsim._fit._shooting import AbstractProblem
+from difsim._io import Progress, progress as progress_display
 from difsim._status import Status, library_message
 
 BLOCK = 50  # steps per compiled block (fixed, so a resumed fit replays the same program)
@@ -145,22 +145,17 @@ def run(
     )
     if path is not None and path.exists():
         history, carry = load_checkpoint(path, header, carry)
-    if progress is None:
-        progress = sys.stderr.isatty()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm  # the progress bar's import is paid only when shown
-
-        initial = min(history.shape[0], steps)
-        bar = tqdm(total=steps, initial=initial, desc=f"fit ({driver.name})")
-    try:
-        return _blocks(driver, problem, carry, history, steps, max_failures, path, header, bar)
-    finally:
-        if bar is not None:
-            bar.close()
+    initial = min(history.shape[0], steps)
+    task = progress_display(steps, what=f"fit ({driver.name})", one="step", many="steps",
+                            show=progress, initial=initial, upper_bound=True)  # fmt: skip
+    with task:
+        carry, history = _blocks(driver, problem, carry, history, steps, max_failures, path,
+                                 header, task)  # fmt: skip
+        _finish(task, carry, history)
+    return carry, history
 
 
-def _blocks(driver, problem, carry, history, steps, max_failures, path, header, bar):
+def _blocks(driver, problem, carry, history, steps, max_failures, path, header, task):
     """Run blocks of steps until the budget is spent or every start has finished."""
     batched = history.ndim == 3
     block = _run_block_batched if batched else _run_block
@@ -179,20 +174,31 @@ def _blocks(driver, problem, carry, history, steps, max_failures, path, header, 
         done_steps += taken
         if path is not None:
             save_checkpoint(path, header, history, carry)
-        if bar is not None and taken:
-            _show(bar, taken, history, batched)
+        if taken:
+            _show(task, history, batched)
         if taken < BLOCK:
             break  # the step budget is reached, or every start has finished
     return carry, history
 
 
-def _show(bar, taken: int, history: np.ndarray, batched: bool) -> None:
+def _show(task: Progress, history: np.ndarray, batched: bool) -> None:
     last = history[-1]
     if batched:
         losses = np.where(np.isfinite(last[:, 0]), last[:, 0], np.inf)
         last = last[int(np.argmin(losses))]
-    bar.update(taken)
-    bar.set_postfix(loss=f"{last[0]:.6g}", grad=f"{last[1]:.3g}")
+    task.note(f"loss {last[0]:.6g}, |grad| {last[1]:.3g}")
+    task.update(history.shape[0])
+
+
+def _finish(task: Progress, carry: Carry, history: np.ndarray) -> None:
+    """Close the display where the fit ended: a fit that converged (or stopped) before its
+    step budget ends there, so its bar closes full rather than stuck at "12/256"."""
+    codes = np.atleast_1d(np.asarray(carry.code))
+    if not bool(np.all(np.asarray(carry.done))):
+        task.finish(task.total)  # the budget is spent
+        return
+    ends = sorted({Status(int(c)).name.lower().replace("_", " ") for c in codes})
+    task.finish(history.shape[0], message=" / ".join(ends))
 
 
 def result_message(status: Status, result: int, steps: int, driver: AbstractDriver, fails: int):

@@ -23,6 +23,7 @@ from jaxtyping import Array, Float
 from difsim._core import Model
 from difsim._fit._drivers import AbstractDriver, forward_jacobian
 from difsim._fit._loop import Carry, result_message
+from difsim._fit._output import fit_dataset
 from difsim._fit._shooting import AbstractProblem
 from difsim._fit._transforms import saturation_note
 from difsim._io import (
@@ -30,8 +31,8 @@ from difsim._io import (
     atomic_write,
     atomic_write_text,
     check_output,
-    difsim_version,
 )
+from difsim._plot import plot as plot_output
 from difsim._status import Status
 
 
@@ -167,45 +168,24 @@ class FitResult(eqx.Module):
         return self.summary()
 
     # ------------------------------------------------------------ outputs
-    def to_xarray(self) -> xr.Dataset:
-        """The data, the fitted values at the data points, the parameters (value, stderr,
-        covariance) and the loss history as an `xarray.Dataset`."""
-        data = self.problem.data
-        coord = data.coord
-        pred = self.predict()
-        values = np.where(np.asarray(data.mask), np.asarray(data.values), np.nan)
-        data_vars: dict[str, Any] = {}
-        for j, name in enumerate(data.names):
-            attrs = {"units": data.units[j]} if data.units[j] else {}
-            data_vars[name] = ((coord,), values[:, j], attrs)
-            data_vars[f"{name}_fit"] = ((coord,), pred[:, j], {**attrs, "long_name": "fitted"})
-        names = list(self.names)
-        data_vars["value"] = (("parameter",), [self.parameters[n] for n in names])
-        data_vars["stderr"] = (("parameter",), [self.stderr[n] for n in names])
-        data_vars["covariance"] = (("parameter", "parameter_"), self.covariance)
-        data_vars["loss_history"] = (("step",), self.loss_history)
-        data_vars["grad_norm_history"] = (("step",), self.grad_norm_history)
-        if self.start_losses is not None:
-            data_vars["start_loss"] = (("start",), self.start_losses)
-        attrs = dict(
-            difsim_output="fit",  # what the file is: see difsim._io's ownership check
-            model=type(self.model).__name__,
-            optimizer=self.optimizer,
-            status=self.status.text,
-            message=self.message,
-            loss=self.loss,
-            sigma2=self.sigma2,
-            dof=self.dof,
-            noise=self.problem.noise,
-            difsim_version=difsim_version(),
-        )
-        coords = {
-            coord: np.asarray(data.times),
-            "parameter": names,
-            "parameter_": names,
-            "step": np.arange(len(self.loss_history)),
-        }
-        return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+    def to_xarray(self, points: int = 201) -> xr.Dataset:
+        """The fit as a CF-style `xarray.Dataset` (`difsim_output = "fit"`).
+
+        - The data coordinate with the data's attributes (units from the model's
+          `time_units`, or the control parameter's, where the data give none).
+        - Per observed variable `y`: `y` (the data, with the data's attributes; units from
+          the observed state variable where the data give none), `y_fit` (the fit at the
+          data points), `y_residual` (data - fit, or log(data / fit) for lognormal noise),
+          and over `<coord>_curve` (`points` values spanning the data) `y_curve` with
+          `y_lower`/`y_upper`, the edges of an approximate 95 % prediction band.
+        - Over `parameter`: `value` and `stderr` (Gauss–Newton), each entry's units in
+          the coordinate `parameter_units`; `correlation` over (`parameter`,
+          `parameter2`). The covariance is `correlation * stderr[i] * stderr[j]`.
+        - `loss_history`, `grad_norm_history` over `step`; `start_loss` over `start`
+          with a multistart. Global attributes: CF's (`Conventions`, `history`,
+          `source`), the fit's outcome, and the data's own as `data_<name>`.
+        """
+        return fit_dataset(self, points)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-ready summary: parameters, standard errors, loss, status."""
@@ -256,54 +236,13 @@ class FitResult(eqx.Module):
         return atomic_write_text(path, json.dumps(_finite_json(summary), indent=2))
 
     def plot(self, path: str | os.PathLike | None = None, *, points: int = 201):
-        """Data (markers) against the fitted model (lines), one panel per observed variable,
-        and the loss history. Saved as PNG when `path` is given.
+        """Data with the fitted curve and its 95 % prediction band, residuals, the
+        estimates ± standard errors, and the loss history (see [`plot`][difsim.plot]).
+        Saved as PNG when `path` is given.
 
         **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
         """
-        from matplotlib.figure import Figure
-
-        data = self.problem.data
-        times = np.asarray(data.times)
-        if getattr(self.problem, "prepend", False):
-            # From t0 (the initial state) on; t0 itself is the solve's start, not a save time.
-            dense = np.linspace(float(self.problem.t0), times[-1], points + 1)[1:]
-        else:
-            dense = np.linspace(times.min(), times.max(), points)
-        curve = self.predict(dense)
-        values = np.where(np.asarray(data.mask), np.asarray(data.values), np.nan)
-        k = len(data.names)
-        fig = Figure(figsize=(7.5, 2.3 * (k + 1) + 0.5))
-        axes = fig.subplots(k + 1, 1, squeeze=False)[:, 0]
-        log = self.problem.noise == "lognormal"
-        for j, (ax, name) in enumerate(zip(axes, data.names)):
-            ax.plot(times, values[:, j], "o", ms=4, label=f"data: {name}")
-            target = data.targets[j]
-            label = target if isinstance(target, str) else getattr(target, "__name__", "f(state)")
-            ax.plot(dense, curve[:, j], "-", lw=1.5, label=f"fit: {label}")
-            units = f" [{data.units[j]}]" if data.units[j] else ""
-            ax.set_ylabel(f"{name}{units}")
-            if log:
-                from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
-
-                # Plain numbers at 1, 2, 5 × 10^k: a log axis that reads like a linear one.
-                ax.set_yscale("log")
-                ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-                ax.yaxis.set_major_formatter(ScalarFormatter())
-                ax.yaxis.set_minor_formatter(NullFormatter())
-            ax.legend(fontsize=8, loc="best")
-        axes[k - 1].set_xlabel(data.coord)
-        ax = axes[k]
-        finite = np.isfinite(self.loss_history)
-        ax.semilogy(np.flatnonzero(finite), self.loss_history[finite], lw=1.2)
-        ax.set_xlabel("step")
-        ax.set_ylabel("loss")
-        fig.suptitle(f"{type(self.model).__name__} fit ({self.optimizer}): {self.status.text}")
-        fig.tight_layout()
-        if path is not None:
-            atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100))
-            return None
-        return fig
+        return plot_output(self.to_xarray(points), path)
 
 
 def make_result(
@@ -325,7 +264,9 @@ def make_result(
     names = tuple(transforms)
     q = len(names)
     if np.isfinite(loss):
-        cov, _, sigma2, dof = gauss_newton_covariance(problem, u)
+        # A problem may estimate its own (a likelihood's Hessian, a GMM's weighting).
+        estimate = getattr(problem, "covariance", None)
+        cov, _, sigma2, dof = estimate(u) if estimate else gauss_newton_covariance(problem, u)
     else:
         p = u.shape[0]
         cov, sigma2, dof = np.full((p, p), np.nan), float("nan"), 0

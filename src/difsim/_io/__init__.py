@@ -1,6 +1,6 @@
 """Outputs on disk and in memory: xarray conversion, netCDF attributes, atomic writes, which
-files may be written (ownership checks) and one run per output (locks). Depends on `_status`
-only.
+files may be written (ownership checks), one run per output (locks), and progress shown
+while long work runs. Depends on `_status` only.
 """
 
 from difsim._io._atomic import (
@@ -8,10 +8,33 @@ from difsim._io._atomic import (
     atomic_write_stream as atomic_write_stream,
     atomic_write_text as atomic_write_text,
 )
+from difsim._io._cf import (
+    CONVENTIONS as CONVENTIONS,
+    cf_attrs as cf_attrs,
+    difsim_version as difsim_version,
+    history_line as history_line,
+    parameter_attr as parameter_attr,
+    per_time as per_time,
+    recording_command as recording_command,
+    time_attrs as time_attrs,
+    versions as versions,
+)
 from difsim._io._lock import (
     OutputLockedError as OutputLockedError,
     lock_path as lock_path,
     output_lock as output_lock,
+)
+from difsim._io._meta import (
+    PLOT_PHASE as PLOT_PHASE,
+    PLOT_PHASE_ASPECT as PLOT_PHASE_ASPECT,
+    PLOT_TIME_SCALE as PLOT_TIME_SCALE,
+    ROLE as ROLE,
+    WRAP_PERIOD as WRAP_PERIOD,
+    coord_attrs as coord_attrs,
+    model_title as model_title,
+    param_attrs as param_attrs,
+    plot_attrs as plot_attrs,
+    var_attrs as var_attrs,
 )
 from difsim._io._ownership import (
     KIND_ATTR as KIND_ATTR,
@@ -23,8 +46,16 @@ from difsim._io._ownership import (
     png_metadata as png_metadata,
     recorded as recorded,
 )
+from difsim._io._progress import (
+    Progress as Progress,
+    format_rate as format_rate,
+    format_seconds as format_seconds,
+    forward_fractions as forward_fractions,
+    progress as progress,
+    receiving as receiving,
+)
+from difsim._io._text import plain_text as plain_text
 from difsim._io._xarray import (
     attr_value as attr_value,
-    difsim_version as difsim_version,
     to_xarray as to_xarray,
 )

@@ -1,22 +1,23 @@
-"""Labelled output: a `Solution` (or a batch of them) as an `xarray.Dataset`."""
+"""Labelled output: a `Solution` (or a batch of them) as an `xarray.Dataset`, CF-style
+(see `docs/configs.md`, "Outputs"): units on every variable and coordinate, `long_name`s,
+`Conventions`/`history`/`source`, and the model's plot declarations."""
 
-import functools
 from collections.abc import Mapping, Sequence
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from difsim._io._cf import cf_attrs, parameter_attr, time_attrs
+from difsim._io._meta import (
+    coord_attrs,
+    invariant_variables,
+    model_title,
+    param_attrs,
+    plot_attrs,
+    var_attrs,
+)
 from difsim._status import Status, flag_attrs
-
-
-@functools.cache  # two importlib.metadata look-ups cost ~1.6 ms: once per process is enough
-def difsim_version() -> str:
-    try:
-        return version("difsim")
-    except PackageNotFoundError:  # running from a source tree (PEP 440 local version)
-        return "0+unknown"
 
 
 def attr_value(value: Any) -> Any:
@@ -34,10 +35,14 @@ def to_xarray(
     """A [`Solution`][] as an `xarray.Dataset` with labelled dimensions and metadata.
 
     One data variable per state variable, dims `(*batch, "time", *var_dims)`, with `units`
-    and `long_name` attributes; a `time` coordinate; `status` (a [`Status`][] code with CF
-    flag attributes) and `num_steps`. Scalar parameters go into the Dataset's attributes
-    (with `<name>_units` where declared); parameters that vary over the batch become data
-    variables over the batch dims.
+    and `long_name` attributes; a `time` coordinate in the model's `time_units`; grid
+    coordinates in the grid's units; `status` (a [`Status`][] code with CF flag
+    attributes) and `num_steps`; the model's declared `invariants` along the saved times.
+    Scalar parameters go into the Dataset's attributes (with `<name>_units`); parameters
+    that vary over the batch become data variables over the batch dims. Undeclared units
+    are written `"1"` (dimensionless, model units). Global attributes follow CF
+    (`Conventions`, `history`, `source`, `title`) and carry the model's plot
+    declarations (see `docs/configs.md`, "Outputs").
 
     **Arguments:**
 
@@ -55,15 +60,18 @@ def to_xarray(
         raise ValueError(f"solution has {nbatch} batch axes but batch_dims={batch_dims}")
     batch_coords = batch_coords or {}
     coords = _time_coord(solution, batch_dims)
-    coords.update({dim: (dim, np.asarray(v)) for dim, v in batch_coords.items()})
+    for dim, values in batch_coords.items():
+        coords[dim] = (dim, np.asarray(values), {"long_name": dim, "units": "1"})
     data_vars = _state_variables(solution, batch_dims, coords)
+    data_vars.update(invariant_variables(solution, (*batch_dims, "time")))
     data_vars["status"] = (batch_dims, status.astype(np.int32), flag_attrs())
-    data_vars["num_steps"] = (batch_dims, np.asarray(solution.num_steps), {})
+    steps = dict(long_name="number of solver steps", units="1")
+    data_vars["num_steps"] = (batch_dims, np.asarray(solution.num_steps), steps)
     if solution.t_end is not None:
         data_vars["t_end"] = (
             batch_dims,
             np.asarray(solution.t_end),
-            dict(long_name="time the solve stopped (event)"),
+            dict(long_name="time the solve stopped (event)", units=coords["time"][2]["units"]),
         )
     attrs = _run_attrs(solution, status)
     _add_parameters(solution.model, status, batch_dims, batch_coords, attrs, coords, data_vars)
@@ -75,12 +83,12 @@ def _time_coord(solution, batch_dims: tuple[str, ...]) -> dict[str, Any]:
     """`{"time": ...}`: one time axis when every trajectory saved at the same times."""
     all_ts = np.asarray(solution.ts)
     first = all_ts.reshape(-1, all_ts.shape[-1])[0]
-    time_attrs = _units_attrs(type(solution.model).time_units)
+    attrs = time_attrs(type(solution.model).time_units)
     if np.array_equal(all_ts, np.broadcast_to(first, all_ts.shape)):
-        return {"time": ("time", first, time_attrs)}
+        return {"time": ("time", first, attrs)}
     # Save times differ across the batch (e.g. final states of solves stopped by an
     # event): keep each trajectory's own times rather than mislabel them with the first.
-    return {"time": ((*batch_dims, "time"), all_ts, time_attrs)}
+    return {"time": ((*batch_dims, "time"), all_ts, attrs)}
 
 
 def _state_variables(solution, batch_dims: tuple[str, ...], coords: dict) -> dict[str, Any]:
@@ -88,6 +96,7 @@ def _state_variables(solution, batch_dims: tuple[str, ...], coords: dict) -> dic
     `coords`."""
     model = solution.model
     extra_coords = {k: np.asarray(v) for k, v in model.coords().items()}
+    extra_attrs = coord_attrs(model)
     data_vars: dict[str, Any] = {}
     for name, info in solution.var_info:
         values = np.asarray(solution.ys[name])
@@ -97,31 +106,32 @@ def _state_variables(solution, batch_dims: tuple[str, ...], coords: dict) -> dic
             raise ValueError(f"state variable {name!r} has {var_ndim} axes but dims={dims}")
         for dim in dims:
             if dim in extra_coords and dim not in coords:
-                coords[dim] = (dim, extra_coords[dim])
-        attrs = {k: v for k, v in dict(units=info.units, long_name=info.description).items() if v}
-        data_vars[name] = ((*batch_dims, "time", *dims), values, attrs)
+                attrs = extra_attrs.get(dim, {"long_name": dim, "units": "1"})
+                coords[dim] = (dim, extra_coords[dim], attrs)
+        data_vars[name] = ((*batch_dims, "time", *dims), values, var_attrs(info))
     return data_vars
 
 
 def _run_attrs(solution, status: np.ndarray) -> dict[str, Any]:
-    """The Dataset's attributes that describe the run: model, solver, version, grid."""
+    """The Dataset's attributes that describe the run: CF's, model, solver, grid, and how
+    to draw it."""
     model = solution.model
-    attrs: dict[str, Any] = dict(
-        model=type(model).__name__,
-        model_module=type(model).__module__,
+    cls = type(model)
+    attrs = cf_attrs(f"difsim.simulate({cls.__name__})")
+    attrs.update(
+        model=cls.__name__,
+        model_module=cls.__module__,
         solver=solution.solver,
-        difsim_version=difsim_version(),
         parameters=" ".join(model.parameter_names()),
     )
-    # `type(model).__doc__` alone would give the signature dataclasses invents for a class
-    # without a docstring.
-    doc = (type(model).__dict__.get("__doc__") or "").strip().splitlines()
-    if doc and not doc[0].startswith(f"{type(model).__name__}("):
-        attrs["title"] = doc[0]
+    title = model_title(cls)
+    if title:
+        attrs["title"] = title
     for grid in model.grids():
         attrs["grid"] = grid.describe()
     if status.ndim == 0:
         attrs["status_message"] = Status(int(status)).message
+    attrs.update(plot_attrs(cls))
     return attrs
 
 
@@ -129,20 +139,16 @@ def _add_parameters(model, status, batch_dims, batch_coords, attrs, coords, data
     """Each parameter where it belongs: an attribute when one value serves the whole batch,
     the batch coordinate named after it when swept, else a data variable."""
     for pname, value in model.parameters().items():
-        info = type(model).parameter_info(pname)
+        info = param_attrs(type(model).parameter_info(pname))
         value = np.asarray(value)
         batched = value.ndim > 0 and value.shape == status.shape
         if value.ndim == 0 or (batched and np.all(value == value.reshape(-1)[0])):
-            attrs[pname] = value.reshape(-1)[0].item()
-            if info["units"]:
-                attrs[f"{pname}_units"] = info["units"]
+            key = parameter_attr(pname)
+            attrs[key] = value.reshape(-1)[0].item()
+            attrs[f"{key}_units"] = info["units"]
         elif batched and pname in batch_coords:
             # Swept over a batch axis named after it: the coordinate carries the values.
-            coords[pname] = (pname, coords[pname][1], {k: v for k, v in info.items() if v})
+            coords[pname] = (pname, coords[pname][1], info)
         else:
             pdims = batch_dims if batched else tuple(f"{pname}_dim{i}" for i in range(value.ndim))
-            data_vars[pname] = (pdims, value, {k: v for k, v in info.items() if v})
-
-
-def _units_attrs(units: str | None) -> dict[str, str]:
-    return {"units": units} if units else {}
+            data_vars[pname] = (pdims, value, info)

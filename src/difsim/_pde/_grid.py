@@ -18,6 +18,7 @@ from difsim._pde._boundary import (
     as_condition,
     pad_axis,
 )
+from difsim._resources import check_grid_size
 
 DIMS = ("x", "y", "z")
 
@@ -87,6 +88,8 @@ class Grid(eqx.Module):
       pair), or a mapping keyed by axis (`"x"`) or side (`"x-"`, `"x+"`).
     - `origin`: coordinate of the low corner (default 0).
     - `dims`: axis names (default `("x", "y", "z")[:ndim]`); they label outputs.
+    - `units`: the units of the coordinates, extent and origin, a UDUNITS string written
+      on the output's coordinates (default `"1"`: dimensionless, model units; e.g. `"m"`).
     """
 
     shape: tuple[int, ...] = eqx.field(static=True)
@@ -94,6 +97,7 @@ class Grid(eqx.Module):
     origin: tuple[float, ...] = eqx.field(static=True)
     dims: tuple[str, ...] = eqx.field(static=True)
     bc: tuple[Side, ...]
+    units: str = eqx.field(static=True)
 
     def __init__(
         self,
@@ -103,12 +107,15 @@ class Grid(eqx.Module):
         *,
         origin: Sequence[float] | float = 0.0,
         dims: Sequence[str] | None = None,
+        units: str = "1",
     ):
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         if not 1 <= len(shape) <= 3:
             raise ValueError(f"a grid has 1, 2 or 3 axes, got shape {shape}")
         if not all(isinstance(n, (int, np.integer)) and n >= 2 for n in shape):
             raise ValueError(f"grid shape must be integers >= 2, got {shape}")
+        # Before anything is allocated: a field that cannot fit fails every model on it.
+        check_grid_size(tuple(int(n) for n in shape))
         ndim = len(shape)
         extent = _per_axis(extent, ndim, "extent")
         if not all(length > 0 for length in extent):
@@ -121,6 +128,9 @@ class Grid(eqx.Module):
         self.origin = _per_axis(origin, ndim, "origin")
         self.dims = dims
         self.bc = _normalise_bc(Periodic() if bc is None else bc, ndim, dims)
+        if not isinstance(units, str) or not units.strip():
+            raise ValueError(f"grid units must be a non-empty string such as 'm', got {units!r}")
+        self.units = units
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -140,11 +150,15 @@ class Grid(eqx.Module):
 
     def with_bc(self, bc: Any) -> "Grid":
         """The same points with other boundary conditions (same forms as `Grid(bc=...)`)."""
-        return Grid(self.shape, self.extent, bc, origin=self.origin, dims=self.dims)
+        return Grid(
+            self.shape, self.extent, bc, origin=self.origin, dims=self.dims, units=self.units
+        )
 
     def with_shape(self, shape: Sequence[int] | int) -> "Grid":
         """The same domain and boundaries with another resolution (for convergence studies)."""
-        new = Grid(shape, self.extent, Periodic(), origin=self.origin, dims=self.dims)
+        new = Grid(
+            shape, self.extent, Periodic(), origin=self.origin, dims=self.dims, units=self.units
+        )
         if len(new.shape) != self.ndim:
             raise ValueError(f"with_shape keeps {self.ndim} axes, got shape {new.shape}")
         return eqx.tree_at(lambda g: g.bc, new, self.bc)
@@ -265,6 +279,7 @@ class Grid(eqx.Module):
                 sides.append(f"{dim}-: {low.describe()}, {dim}+: {high.describe()}")
         shape = "×".join(map(str, self.shape))
         extent = "×".join(f"{e:g}" for e in self.extent)
+        extent += "" if self.units == "1" else f" {self.units}"
         return f"Grid {shape} on {extent} ({'; '.join(sides)})"
 
 
@@ -308,7 +323,7 @@ def grid_from_table(base: Grid, table: Mapping[str, Any]) -> Grid:
         if len(sides) > 1:
             raise ValueError(f"shape {list(shape)} changes the number of axes: give bc")
         bc = base.bc[0][0]
-    return Grid(shape, extent, bc, origin=origin)
+    return Grid(shape, extent, bc, origin=origin, units=base.units)
 
 
 def _bc_from_table(bc: Any) -> Any:

@@ -76,6 +76,7 @@ def plot_snapshots(
     fig = Figure(figsize=(2.6 * ncol + 1.0, 2.5 * len(names) + 0.6), layout="constrained")
     axes = fig.subplots(len(names), ncol, squeeze=False)
     time_units = dataset["time"].attrs.get("units", "")
+    time_units = "" if time_units == "1" else time_units  # dimensionless: no "t = 5 1"
     for row, name in zip(axes, names):
         da = _as_plane(dataset[name])
         y, x = da.dims[-2], da.dims[-1]
@@ -89,8 +90,8 @@ def plot_snapshots(
                 aspect="equal", interpolation="nearest",
             )  # fmt: skip
             ax.set_title(f"{name}, t = {time[i]:.4g} {time_units}".rstrip(), fontsize=8)
-            ax.set_xlabel(x, fontsize=8)
-            ax.set_ylabel(y, fontsize=8)
+            ax.set_xlabel(label(dataset[x]), fontsize=8)
+            ax.set_ylabel(label(dataset[y]), fontsize=8)
             ax.tick_params(labelsize=7)
         fig.colorbar(image, ax=list(row), shrink=0.8, label=label(dataset[name]))
     fig.suptitle(dataset.attrs.get("model", ""))
@@ -158,8 +159,8 @@ def animate(
             vmin=vmin, vmax=vmax, cmap="viridis", aspect="equal", interpolation="nearest",
         )  # fmt: skip
         fig.colorbar(artist, ax=ax, label=label(dataset[variable]))
-        ax.set_xlabel(x)
-        ax.set_ylabel(y)
+        ax.set_xlabel(label(dataset[x]))
+        ax.set_ylabel(label(dataset[y]))
 
         def draw(i):
             artist.set_data(data[i])
@@ -170,7 +171,7 @@ def animate(
         data = np.asarray(da.transpose("time", dim))
         (artist,) = ax.plot(da[dim].values, data[0])
         ax.set_ylim(vmin - 0.05 * (vmax - vmin), vmax + 0.05 * (vmax - vmin))
-        ax.set_xlabel(dim)
+        ax.set_xlabel(label(dataset[dim]))
         ax.set_ylabel(label(dataset[variable]))
 
         def draw(i):

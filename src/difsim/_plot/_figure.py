@@ -20,16 +20,32 @@ def sweep_kind(dataset: xr.Dataset) -> str | None:
 
 
 def label(da: xr.DataArray) -> str:
-    """`"name [units]"`, or the bare name when `da` has no `units` attribute."""
+    """`"name [units]"` (`"1"`: dimensionless), or the bare name when `da` has no `units`
+    attribute."""
     units = da.attrs.get("units")
     return f"{da.name} [{units}]" if units else str(da.name)
+
+
+def set_log_scale(ax, axis: str) -> None:
+    """A log scale on `axis` ("x" or "y") of `ax`: within three decades plain numbers at
+    1, 2, 5 × 10^k (the default 10^k labels would be few and crowded), else powers of ten."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    getattr(ax, f"set_{axis}scale")("log")
+    low, high = sorted(getattr(ax, f"get_{axis}lim")())
+    if low > 0 and high / low < 1e3:
+        target = getattr(ax, f"{axis}axis")
+        target.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        target.set_minor_formatter(NullFormatter())
 
 
 def finish_figure(fig, title: str, path: str | Path | None):
     """Title and lay out `fig`; save it to `path` (PNG, 120 dpi) and return `None`, or return
     the figure when no path is given."""
     fig.suptitle(title)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     if path is not None:
         atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
         return None

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from difsim._plot._figure import finish_figure, sweep_kind
+from difsim._plot._figure import finish_figure, label, set_log_scale, sweep_kind
 from difsim._status import Status
 
 MAX_PANELS = 6
@@ -20,25 +20,30 @@ _OK = [int(s) for s in Status if s.ok]
 
 
 def _label(da: xr.DataArray) -> str:
-    # Not `_figure.label`: swept parameters are often dimensionless, and "[1]" on every
-    # axis of a sweep figure is noise.
-    units = da.attrs.get("units")
-    return f"{da.name} [{units}]" if units and units != "1" else str(da.name)
+    return label(da)
 
 
 def _quantities(dataset: xr.Dataset, dims: tuple[str, ...]) -> list[xr.DataArray]:
-    """Scalars per trajectory to plot: kept variables over exactly the sweep dims (the
-    final time of a kept series)."""
+    """Scalars per trajectory to plot: kept variables over exactly the sweep dims, and the
+    final time of kept series. A state kept at the end (`save = "final"`) or the last
+    point of a series is named by its time: `x at t = 1`."""
+    final = str(dataset.attrs.get("keep", "")) == "final"
+    t1 = dataset.attrs.get("t1")
+    units = str(dataset.attrs.get("time_units", "1"))
+    after = "" if units == "1" else f" {units}"
     out = []
     for name, da in dataset.data_vars.items():
         if name in ("status", "num_steps") or not np.issubdtype(da.dtype, np.floating):
             continue
         if da.dims == dims:
+            if final and t1 is not None:
+                da = da.copy()
+                da.name = f"{name} at t = {float(t1):g}{after}"
             out.append(da)
         elif da.dims == (*dims, "time"):
-            final = da.isel(time=-1)
-            final.name = f"{name} (t = {float(dataset['time'][-1]):g})"
-            out.append(final)
+            last = da.isel(time=-1)
+            last.name = f"{name} at t = {float(dataset['time'][-1]):g}{after}"
+            out.append(last)
     return out[:MAX_PANELS]
 
 
@@ -53,16 +58,8 @@ def _log_axis(coord: xr.DataArray) -> bool:
 
 
 def _set_scale(ax, axis: str, coord: xr.DataArray) -> None:
-    if not _log_axis(coord):
-        return
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    getattr(ax, f"set_{axis}scale")("log")
-    # Plain numbers at 1-2-5 steps: the default 10^k labels overlap within two decades.
-    target = getattr(ax, f"{axis}axis")
-    target.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    target.set_minor_formatter(NullFormatter())
+    if _log_axis(coord):
+        set_log_scale(ax, axis)
 
 
 def _colours(values: np.ndarray) -> dict:
@@ -191,6 +188,10 @@ def plot_sweep(dataset: xr.Dataset, path: str | Path | None = None):
     title = f"{dataset.attrs.get('model', '')}: {kind} sweep of {', '.join(keys)}"
     title += f" ({int(status.size)} trajectories"
     title += f", {int(failed.sum())} failed)" if failed.any() else ")"
+    if str(dataset.attrs.get("keep", "")) == "final" and "t1" in dataset.attrs:
+        units = str(dataset.attrs.get("time_units", "1"))
+        title += f"; state at t = {float(dataset.attrs['t1']):g}"
+        title += "" if units == "1" else f" {units}"
     if selection:
         title += "  at " + ", ".join(f"{d} = {float(dataset[d]):g}" for d in selection)
     return finish_figure(fig, title, path)

@@ -35,11 +35,18 @@ from difsim._sweep._options import (
     check_chunk_size as check_chunk_size,
     parse_bytes as parse_bytes,
 )
+from difsim._sweep._samples import (
+    PATH_DIM as PATH_DIM,
+)
 from difsim._sweep._spec import (
     AbstractSweep as AbstractSweep,
     GridSweep as GridSweep,
     RandomSweep as RandomSweep,
     ZipSweep as ZipSweep,
+)
+from difsim._sweep._statistics import (
+    is_statistics as is_statistics,
+    plan_statistics as plan_statistics,
 )
 from difsim._sweep._store import (
     SweepOutputError as SweepOutputError,

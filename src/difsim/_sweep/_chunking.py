@@ -7,12 +7,12 @@ memory budget and an estimate of one trajectory's memory ([`bytes_per_trajectory
 
 import dataclasses
 import math
-from pathlib import Path
 
 import jax
 import numpy as np
 
 from difsim._core import Model
+from difsim._sweep._location import StoreLocation
 from difsim._sweep._observables import Output
 from difsim._sweep._store import ChunkStore
 
@@ -100,18 +100,18 @@ def plan_chunking(
     budget: int,
     devices: tuple[jax.Device, ...] | None,
     n_devices: int,
-    output: Path | None,
+    store: StoreLocation | None,
     ensemble: bool = False,
 ) -> Chunking:
     """The chunking of a sweep of `n_points` on `n_devices` (of `devices`, or all):
-    [`choose_chunk_size`][]; but when `chunk_size` is `None` and `output` holds the
+    [`choose_chunk_size`][]; but when `chunk_size` is `None` and `store` holds the
     unfinished chunks of a run with another size that still divides over the devices,
     that size, so the stored chunks can be resumed on another device count."""
     cpu = all(d.platform == "cpu" for d in (devices or jax.devices()))
     size = choose_chunk_size(
         n_points, n_devices, per_traj, budget, chunk_size, cpu=cpu, ensemble=ensemble
     )
-    old = None if output is None else ChunkStore.peek_chunk_size(output)
+    old = ChunkStore.peek_chunk_size(store)
     if chunk_size is None and old is not None and old != size and old % n_devices == 0:
         size = old
     return Chunking(n_points, size)

@@ -1,25 +1,25 @@
 """Devices, meshes and processes: the one place that knows about `jax.distributed`.
 
 A sweep's batch axis is sharded over every device JAX can see: all local devices in one
-process, or every device of every process after [`initialize`][]. Each process holds the
-(small) parameter arrays of a chunk in full and places only its own shards
-([`to_global`][]); the results are gathered back to every process ([`to_host`][]), and one
-process, 0, writes them ([`is_writer`][]).
+process, or every device of every process once the process has joined a multi-process run
+([`maybe_initialize_from_env`][]). Each process holds the (small) parameter arrays of a
+chunk in full and places only its own shards ([`to_global`][]); the results are gathered
+back to every process ([`to_host`][]), and one process, 0, writes them ([`is_writer`][]).
 
 **Launching a multi-process run.** Start the same command once per process (one per node,
-or one per GPU), either by hand or with a cluster launcher:
+or one per GPU). Joining is `jax.distributed.initialize()`, which reads the cluster's own
+settings (coordinator, process count and index) under SLURM's `srun`, Open MPI's `mpirun`
+and on TPU pods. What it lacks, and this module adds:
 
-- by hand, or any launcher: set `DIFSIM_COORDINATOR=host:port` (process 0's address and a
-  free port), `DIFSIM_NUM_PROCESSES=N` and `DIFSIM_PROCESS_ID=0..N-1` in each process; each
-  process then sees all its local devices (`JAX_LOCAL_DEVICE_IDS` or `CUDA_VISIBLE_DEVICES`
-  restrict them);
-- SLURM: `srun` sets `SLURM_NTASKS`, `SLURM_PROCID`, `SLURM_STEP_NODELIST`, ...; JAX reads
-  them (the coordinator is the first node of the step, on port 61440 + job id mod 4096, or
-  `JAX_COORDINATOR_PORT`), so nothing needs setting. JAX then gives each process the one
-  GPU numbered `SLURM_LOCALID` unless `JAX_LOCAL_DEVICE_IDS` says otherwise.
-
-[`maybe_initialize_from_env`][] joins the run when either is present; `difsim run` calls it
-before any JAX computation.
+- *whether* to join: JAX joins whenever asked, so a plain single-process run must not ask.
+  A launch is a SLURM job step (`SLURM_STEP_NODELIST`; a batch script or `salloc` shell is
+  one process) or an Open MPI job with more than one process;
+- settings by hand for any other launcher, through variables JAX has no equivalent of:
+  `DIFSIM_COORDINATOR=host:port` (process 0's address and a free port),
+  `DIFSIM_NUM_PROCESSES=N` and `DIFSIM_PROCESS_ID=0..N-1`, checked, with errors naming the
+  variable. They win over a cluster's, and then each process sees all its local devices
+  (`JAX_LOCAL_DEVICE_IDS` or `CUDA_VISIBLE_DEVICES` restrict them), where JAX's cluster
+  detection would give each process one GPU (numbered by its local rank).
 """
 
 import dataclasses
@@ -39,11 +39,19 @@ ENV_COORDINATOR = "DIFSIM_COORDINATOR"
 ENV_NUM_PROCESSES = "DIFSIM_NUM_PROCESSES"
 ENV_PROCESS_ID = "DIFSIM_PROCESS_ID"
 
+# Launchers whose settings `jax.distributed.initialize()` reads itself: (name, variables
+# that say this process was started by it, the variable holding the number of processes).
+# JAX only needs the first; the count tells a multi-process launch from a single process.
+_CLUSTERS = (
+    ("SLURM", ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_PROCID"), "SLURM_NTASKS"),
+    ("Open MPI", ("OMPI_MCA_orte_hnp_uri", "OMPI_COMM_WORLD_RANK"), "OMPI_COMM_WORLD_SIZE"),
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
     """How this process joins a multi-process run; `None` fields are left to JAX's cluster
-    auto-detection (SLURM, Open MPI, TPU pods)."""
+    detection (SLURM, Open MPI)."""
 
     coordinator_address: str | None
     num_processes: int | None
@@ -62,10 +70,9 @@ def _env_int(environ: Mapping[str, str], key: str) -> int:
 def launch_from_env(environ: Mapping[str, str] | None = None) -> Launch | None:
     """The multi-process launch this environment describes, or `None` for a single process.
 
-    `DIFSIM_NUM_PROCESSES > 1` (with `DIFSIM_COORDINATOR` and `DIFSIM_PROCESS_ID`) wins; else a
-    SLURM job step of more than one task (started with `srun`: `SLURM_STEP_NODELIST` is set
-    and `SLURM_NTASKS > 1`). A batch script itself, or `salloc`'s shell, is one process even
-    when the allocation has several tasks: it has no `SLURM_STEP_NODELIST`.
+    `DIFSIM_NUM_PROCESSES > 1` (with `DIFSIM_COORDINATOR` and `DIFSIM_PROCESS_ID`) wins;
+    else a SLURM job step (started with `srun`: `SLURM_STEP_NODELIST` is set) or an Open
+    MPI job of more than one process, whose settings JAX reads itself.
 
     **Raises:** `ValueError` naming the variable when the `DIFSIM_*` settings are incomplete
     or inconsistent.
@@ -89,9 +96,9 @@ def launch_from_env(environ: Mapping[str, str] | None = None) -> Launch | None:
         address = env[ENV_COORDINATOR]
         _check_address(address, ENV_COORDINATOR)
         return Launch(address, n, pid, "DIFSIM_*")
-    if "SLURM_STEP_NODELIST" in env and "SLURM_NTASKS" in env and "SLURM_PROCID" in env:
-        if _env_int(env, "SLURM_NTASKS") > 1:
-            return Launch(None, None, None, "SLURM")
+    for name, present, count in _CLUSTERS:
+        if all(k in env for k in (*present, count)) and _env_int(env, count) > 1:
+            return Launch(None, None, None, name)
     return None
 
 
@@ -101,74 +108,20 @@ def _check_address(address: str, what: str) -> None:
         raise ValueError(f"{what} must be 'host:port' (e.g. 'node001:12355'), got {address!r}")
 
 
-def initialize(
-    coordinator_address: str | None = None,
-    num_processes: int | None = None,
-    process_id: int | None = None,
-    *,
-    timeout: int = 300,
-) -> None:
-    """Join a multi-process run (one process per node or GPU), before any JAX computation.
+def maybe_initialize_from_env(enable: bool | None = None, *, timeout: int = 300) -> bool:
+    """Join a multi-process run if the environment asks for one, before any JAX computation
+    in this process (even `jax.devices()`); `difsim run` calls it first thing.
 
-    Arguments left as `None` are read from `DIFSIM_COORDINATOR`, `DIFSIM_NUM_PROCESSES` and
-    `DIFSIM_PROCESS_ID` when those are set, and otherwise left to `jax.distributed.initialize`,
-    which detects SLURM, Open MPI and TPU pods. On CPU, collectives go through gloo. Calling
-    it again in a process that has joined is a no-op.
-
-    **Arguments:**
-
-    - `coordinator_address`: `"host:port"` of process 0, reachable from every process.
-    - `num_processes`: how many processes take part.
-    - `process_id`: this process's index, `0 .. num_processes - 1`.
-    - `timeout`: seconds to wait for all processes to connect.
-
-    **Raises:** `RuntimeError` if JAX has already started its backend in this process (the
-    process must join before its first computation, or even `jax.devices()`).
-    """
-    if jax.distributed.is_initialized():
-        return
-    if coordinator_address is None and num_processes is None and process_id is None:
-        launch = launch_from_env()
-        if launch is not None:
-            coordinator_address = launch.coordinator_address
-            num_processes, process_id = launch.num_processes, launch.process_id
-    if coordinator_address is not None:
-        _check_address(coordinator_address, "coordinator_address")
-    from jax._src import xla_bridge  # private, but the only way to give a useful message
-
-    if xla_bridge.backends_are_initialized():
-        raise RuntimeError(
-            "difsim: joining a multi-process run must happen before any JAX computation in "
-            "this process (even jax.devices()); call difsim._sweep._distributed.initialize() first"
-        )
-    try:
-        # Only affects the CPU backend (GPU/TPU collectives are their own) and must be set
-        # before the backend starts. gloo is the default since jax 0.4.3x; older versions
-        # lack the option (and then cannot run CPU collectives across processes at all).
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    except AttributeError:
-        pass
-    explicit = None not in (coordinator_address, num_processes, process_id)
-    jax.distributed.initialize(
-        coordinator_address=coordinator_address,
-        num_processes=num_processes,
-        process_id=process_id,
-        # Settings given explicitly: no cluster detection, which under SLURM would also
-        # restrict each process to the one GPU numbered SLURM_LOCALID. JAX_LOCAL_DEVICE_IDS
-        # (read by JAX itself) still restricts the devices when wanted.
-        cluster_detection_method="deactivate" if explicit else None,
-        initialization_timeout=timeout,
-    )
-
-
-def maybe_initialize_from_env(enable: bool | None = None) -> bool:
-    """Join a multi-process run if the environment asks for one; the CLI's entry point.
-
-    `enable=None` (default) joins when [`launch_from_env`][] finds `DIFSIM_NUM_PROCESSES > 1`
-    or a multi-task SLURM step; `True` also joins without such variables, leaving the
-    settings to JAX's auto-detection (Open MPI, `mpi4py`, TPU pods); `False` never joins.
+    `enable=None` (default) joins when [`launch_from_env`][] finds a launch; `True` also
+    joins without one, leaving the settings to JAX's detection (e.g. `mpi4py`); `False`
+    never joins. `timeout`: seconds to wait for every process to connect. Calling it again
+    in a process that has joined is a no-op.
 
     **Returns:** whether this process is now part of a multi-process run.
+
+    **Raises:** `ValueError` for incomplete `DIFSIM_*` settings, or with `enable=True` and
+    nothing to read settings from; JAX's `RuntimeError` if this process has already
+    started JAX.
     """
     if enable is False:
         return False
@@ -177,17 +130,32 @@ def maybe_initialize_from_env(enable: bool | None = None) -> bool:
     launch = launch_from_env()
     if launch is None and not enable:
         return False
-    if launch is None:
-        try:
-            initialize()
-        except ValueError as e:  # JAX found no cluster environment to read settings from
-            raise ValueError(
-                "asked to join a multi-process run, but found no settings: set "
-                f"{ENV_COORDINATOR}, {ENV_NUM_PROCESSES} and {ENV_PROCESS_ID}, or start the "
-                f"processes with srun or mpirun ({e})"
-            ) from None
-    else:
-        initialize(launch.coordinator_address, launch.num_processes, launch.process_id)
+    try:
+        # Only affects the CPU backend (GPU/TPU collectives are their own) and must be set
+        # before the backend starts. gloo is the default since jax 0.4.3x; older versions
+        # lack the option (and then cannot run CPU collectives across processes at all).
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    except AttributeError:
+        pass
+    if launch is not None and launch.source == "DIFSIM_*":
+        jax.distributed.initialize(
+            launch.coordinator_address,
+            launch.num_processes,
+            launch.process_id,
+            # All given: no cluster detection, which would also restrict each process to
+            # one GPU. JAX_LOCAL_DEVICE_IDS (read by JAX itself) still restricts devices.
+            cluster_detection_method="deactivate",
+            initialization_timeout=timeout,
+        )
+        return jax.process_count() > 1
+    try:
+        jax.distributed.initialize(initialization_timeout=timeout)
+    except ValueError as e:  # JAX found no cluster environment to read settings from
+        raise ValueError(
+            "asked to join a multi-process run, but found no settings: set "
+            f"{ENV_COORDINATOR}, {ENV_NUM_PROCESSES} and {ENV_PROCESS_ID}, or start the "
+            f"processes with srun or mpirun ({e})"
+        ) from None
     return jax.process_count() > 1
 
 

@@ -23,7 +23,17 @@ import xarray as xr
 
 from difsim import solvers
 from difsim._core import state_key, state_var
-from difsim._io import attr_value, difsim_version
+from difsim._io import (
+    attr_value,
+    cf_attrs,
+    coord_attrs,
+    difsim_version,
+    model_title,
+    param_attrs,
+    parameter_attr,
+    time_attrs,
+    var_attrs,
+)
 from difsim._status import Status, flag_attrs
 from difsim._sweep._options import SolverChoice, SweepTimes
 
@@ -139,14 +149,17 @@ def build_layout(
             values = np.asarray(jnp.linspace(start, stop, times.n_saved))
         else:
             values = times.ts.astype(dtype)
-        coords["time"] = (("time",), values, {"units": cls.time_units} if cls.time_units else {})
+        coords["time"] = (("time",), values, time_attrs(cls.time_units))
+    grid_attrs = coord_attrs(model)
     for dim, values in model.coords().items():
         if dim in tail_dims and dim not in coords:
-            coords[dim] = ((dim,), np.asarray(values), {})
+            meta = grid_attrs.get(dim, {"long_name": dim, "units": "1"})
+            coords[dim] = ((dim,), np.asarray(values), meta)
     variables = {o.name: (o.dims, o.shape, np.dtype(o.dtype), dict(o.attrs)) for o in outputs}
     variables["status"] = ((), (), np.dtype(np.int32), flag_attrs())
     steps = jax.eval_shape(lambda: jnp.zeros((), jnp.result_type(int))).dtype
-    variables["num_steps"] = ((), (), np.dtype(steps), {"long_name": "solver steps"})
+    steps_attrs = {"long_name": "number of solver steps", "units": "1"}
+    variables["num_steps"] = ((), (), np.dtype(steps), steps_attrs)
     clash = set(coords) & set(variables)
     if clash:
         raise ValueError(
@@ -164,11 +177,11 @@ def _spec_coords(model, spec, dtype) -> dict[str, tuple[tuple[str, ...], np.ndar
     for key, (dims, values, attrs) in spec.coords(dtype).items():
         if (var := state_var(key)) is not None:
             info = state_info[var]
-            meta = dict(units=info.units, long_name=f"initial {info.description or key[6:]}")
+            meta = var_attrs(info)
+            meta["long_name"] = f"initial {info.description or key[6:]}"
         else:
-            meta = cls.parameter_info(key)
-            meta = dict(units=meta["units"], long_name=meta["description"])
-        coords[key] = (dims, values, {**{k: v for k, v in meta.items() if v}, **attrs})
+            meta = param_attrs(cls.parameter_info(key))
+        coords[key] = (dims, values, {**meta, **attrs})
     return coords
 
 
@@ -178,17 +191,17 @@ def sweep_attrs(
     """The Dataset's global attributes: the model, its fixed values, the sweep's settings,
     then `extra` (the caller's own); values netCDF cannot store are left out."""
     cls = type(model)
-    attrs: dict[str, Any] = dict(
+    attrs = cf_attrs(f"difsim.sweep({cls.__name__})")
+    attrs.update(
         difsim_output="sweep",  # what the file is: see difsim._io's ownership check
         model=cls.__name__,
         model_module=cls.__module__,
         solver=type(solvers.make_solver(solver.solver)).__name__,
-        difsim_version=difsim_version(),
         parameters=" ".join(cls.parameter_names()),
     )
-    doc = (cls.__dict__.get("__doc__") or "").strip().splitlines()
-    if doc and not doc[0].startswith(f"{cls.__name__}("):
-        attrs["title"] = doc[0]
+    title = model_title(cls)
+    if title:
+        attrs["title"] = title
     attrs.update(_fixed_values(model, spec))
     description = spec.describe()
     attrs.update(
@@ -197,6 +210,7 @@ def sweep_attrs(
         sweep_size=spec.size,
         t0=times.t0,
         t1=times.t1,
+        time_units=time_attrs(cls.time_units)["units"],
         save=times.save if isinstance(times.save, str | int) else f"{times.n_saved} times",
         rtol=solver.rtol,
         atol=solver.atol,
@@ -219,10 +233,9 @@ def _fixed_values(model, spec) -> dict[str, Any]:
         value = np.asarray(value)
         if name in swept or value.ndim != 0:
             continue
-        attrs[name] = value.item()
-        units = cls.parameter_info(name)["units"]
-        if units:
-            attrs[f"{name}_units"] = units
+        key = parameter_attr(name)
+        attrs[key] = value.item()
+        attrs[f"{key}_units"] = param_attrs(cls.parameter_info(name))["units"]
     for name, value in model.initial_state().items():
         if state_key(name) not in swept and np.ndim(value) == 0:
             attrs[f"initial_{name}"] = float(np.asarray(value))

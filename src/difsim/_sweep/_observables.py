@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from difsim._core import Model, State, VarInfo, model_observables
+from difsim._io import per_time, var_attrs
 
 # name → (what it computes, for `long_name`; needs at least two saved times)
 REDUCTIONS: dict[str, tuple[str, bool]] = {
@@ -112,17 +113,16 @@ class KeepPlan:
                 dims, shape = _var_dims(model, var, info[var], state[var])
                 attrs = dict(_var_attrs(info[var]))
                 attrs["long_name"] = f"{info[var].description or var}: {REDUCTIONS[reduction][0]}"
-                if reduction == "rate" and info[var].units:
-                    time_units = type(model).time_units or "time unit"
-                    attrs["units"] = f"{info[var].units}/{time_units}"
+                if reduction == "rate":
+                    attrs["units"] = per_time(attrs["units"], type(model).time_units)
                 out.append(Output(name, dims, shape, dtype, tuple(attrs.items())))
                 continue
             struct = jax.eval_shape(lambda ts, ys: getattr(model, name)(ts, ys), ts, ys)
             shape = tuple(np.shape(struct))
             meta = observables[name]
-            attrs = {
-                k: v for k, v in dict(units=meta.units, long_name=meta.description).items() if v
-            }
+            attrs = {"units": meta.units or "1"}
+            if meta.description:
+                attrs["long_name"] = meta.description
             dims = tuple(f"{name}_dim{i}" for i in range(len(shape)))
             out.append(Output(name, dims, shape, dtype, tuple(attrs.items())))
         return out
@@ -197,6 +197,5 @@ def _var_dims(
     return tuple(dims), shape
 
 
-def _var_attrs(info: VarInfo) -> tuple[tuple[str, str], ...]:
-    attrs = dict(units=info.units, long_name=info.description)
-    return tuple((k, v) for k, v in attrs.items() if v)
+def _var_attrs(info: VarInfo) -> tuple[tuple[str, Any], ...]:
+    return tuple(var_attrs(info).items())

@@ -9,7 +9,6 @@ a [`SolverChoice`][].
 
 import dataclasses
 import os
-import re
 import types
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -20,31 +19,9 @@ import jax
 import numpy as np
 
 from difsim._core import SolverSettings
+from difsim._resources import parse_bytes as parse_bytes
 
 DEFAULT_MEMORY_BUDGET = 2**30  # bytes per chunk (1 GiB)
-
-_BYTE_UNITS = {
-    "": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}  # fmt: skip
-
-
-def parse_bytes(value: int | str, what: str = "memory_budget") -> int:
-    """`"512MiB"` → 536870912; `"2GB"` → 2e9; an int is a number of bytes.
-
-    **Raises:** `ValueError` starting with `what` unless `value` is a positive int or a
-    positive size with one of the units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB.
-    """
-    if isinstance(value, int | np.integer) and not isinstance(value, bool) and value > 0:
-        return int(value)
-    if isinstance(value, str):
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
-        if m and m.group(2).lower() in _BYTE_UNITS and float(m.group(1)) > 0:
-            return max(1, int(float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()]))
-    raise ValueError(
-        f"{what}: expected a positive number of bytes or a size like '512MiB', '2GB', "
-        f"'1GiB' (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got {value!r}"
-    )
 
 
 def check_chunk_size(chunk_size: Any) -> int | None:
@@ -77,9 +54,13 @@ class SweepOptions:
       `None` gives 1 GiB). An `int` is taken as it is, not parsed again.
     - `chunk_size`: `None` or a positive `int`.
     - `devices`: `None` (every device) or a tuple of `jax.Device`.
-    - `output`: `None` or a `Path`; `resume`, `overwrite`: bools; `progress`: a bool or
-      `None` (a bar when stderr is a terminal).
+    - `output`: `None` or a `Path`; `store`: `None` or a path or URL as a `str` (it needs
+      an `output`); `resume`, `overwrite`: bools; `progress`: a bool or `None` (shown unless
+      `False`: a bar on a terminal, log lines elsewhere).
     - `attrs`: a read-only mapping (empty when `None`).
+    - `samples`, `seed`: Monte Carlo paths per point of a stochastic model, and the seed of
+      their keys (checked with the model, in `_monte_carlo.monte_carlo_spec`); `brownian`,
+      their Brownian path (`"tree"` or `"steps"`, as for `simulate`).
     - `on_chunk`: `None`, or called with the index of each chunk once it is stored (it may
       raise, which stops the sweep with every earlier chunk kept: a progress hook, and what
       the tests use to interrupt a sweep).
@@ -108,12 +89,16 @@ class SweepOptions:
     memory_budget: int | str | None = None
     devices: Sequence[jax.Device] | None = None
     output: str | os.PathLike | None = None
+    store: str | os.PathLike | None = None
     resume: bool = True
     overwrite: bool = False
     progress: bool | None = None
     attrs: Mapping[str, Any] | None = None
     on_chunk: Callable[[int], None] | None = None
     engine: str = "auto"
+    samples: int | None = None
+    seed: int = 0
+    brownian: str | None = None
 
     def __post_init__(self):
         # Frozen: the normalised values are set once, here, through `object.__setattr__`.
@@ -122,6 +107,7 @@ class SweepOptions:
             memory_budget=_budget(self.memory_budget),
             devices=_devices(self.devices),
             output=_output(self.output),
+            store=_store(self.store, self.output),
             attrs=_attrs(self.attrs),
         )
         for name, value in normalised.items():
@@ -157,6 +143,21 @@ def _output(output: str | os.PathLike | None) -> Path | None:
     if not isinstance(output, str | os.PathLike):
         raise TypeError(f"output must be a path (a str or os.PathLike) or None, got {output!r}")
     return Path(output)
+
+
+def _store(store: str | os.PathLike | None, output: Any) -> str | None:
+    if store is None:
+        return None
+    if not isinstance(store, str | os.PathLike) or not os.fspath(store):
+        raise TypeError(
+            f"store must be a path or URL (e.g. 's3://bucket/x.zarr') or None, got {store!r}"
+        )
+    if output is None:
+        raise ValueError(
+            "store needs an output path: the store keeps the chunks of the netCDF file "
+            "`output` while the sweep runs"
+        )
+    return os.fspath(store)
 
 
 def _attrs(attrs: Mapping[str, Any] | None) -> Mapping[str, Any]:

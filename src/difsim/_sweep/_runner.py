@@ -5,9 +5,7 @@ function compiles once. The batch axis is sharded over the mesh; the model and t
 are replicated. Results come back to the host chunk by chunk, while the next chunk runs.
 """
 
-import contextlib
 import dataclasses
-import sys
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -16,7 +14,6 @@ import equinox as eqx
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from tqdm.auto import tqdm
 
 from difsim._core import Model, SaveSpec, simulate
 from difsim._ensemble import run_ensemble, with_point
@@ -24,6 +21,7 @@ from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking
 from difsim._sweep._observables import KeepPlan
 from difsim._sweep._options import SolverChoice
+from difsim._sweep._samples import KEY_ENTRY, as_key
 from difsim._sweep._setup import SweepSetup
 from difsim._sweep._spec import AbstractSweep
 
@@ -40,6 +38,7 @@ class _Static:
     solver: SolverChoice
     keep: KeepPlan
     engine: str
+    progress: bool  # report model time from inside the solves (docs: "Progress and logging")
 
 
 def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
@@ -51,11 +50,18 @@ def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
         return dict(kept, status=sol.status, num_steps=sol.num_steps)
 
     def one(point):
+        # A Monte Carlo path carries its key (`_samples.PathSweep`), not a model value.
+        point = dict(point)
+        key = point.pop(KEY_ENTRY, None)
+        key = None if key is None else as_key(key)
         # `with_point` (`tree_at`), not `model.replace`: no re-run of `__init__` or
         # `__check_init__`, whose Python checks could not look at traced values.
         m = with_point(model, point)
         # Times and solver settings were checked and resolved once, in `prepare`.
-        sol = simulate(m, times, solver=static.solver.settings, throw=False)
+        sol = simulate(
+            m, times, solver=static.solver.settings, key=key, throw=False,
+            progress=static.progress,
+        )  # fmt: skip
         return dict(static.keep.evaluate(m, sol), status=sol.status, num_steps=sol.num_steps)
 
     return jax.vmap(one)(points)
@@ -95,10 +101,12 @@ def run_chunks(
     chunking: Chunking,
     todo: Sequence[int],
     finished: Callable[[int, dict[str, np.ndarray]], None],
+    progress: bool = False,
 ) -> None:
     """Run chunks `todo` of `spec` over `mesh`; call `finished(i, arrays)` with chunk `i`'s
     results on the host (`{name: (length(i), *tail)}`, in the layout's dtypes) as each
-    one finishes, in order."""
+    one finishes, in order. `progress`: the solves report their model time (a host
+    callback; the diffrax engine only)."""
     run = _compiled(mesh, setup.engine)
     rep, batch = NamedSharding(mesh, PartitionSpec()), dist.batch_sharding(mesh)
     model_dyn, model_static = eqx.partition(model, eqx.is_array)
@@ -109,9 +117,8 @@ def run_chunks(
     # leaves without running `SaveSpec.__init__` (no second check).
     save = jax.tree.map(lambda v: place(np.asarray(v, dtype)), setup.save)
     leaves, treedef = jax.tree.flatten(model_static)
-    static = _Static(
-        (treedef, tuple(leaves)), spec.keys, times.save, setup.solver, setup.plan, setup.engine
-    )
+    static = _Static((treedef, tuple(leaves)), spec.keys, times.save, setup.solver, setup.plan,
+                     setup.engine, progress and setup.engine != "ensemble")  # fmt: skip
     dtypes = {name: dt for name, (_, _, dt, _) in setup.layout.variables.items()}
     size = chunking.size
 
@@ -119,7 +126,7 @@ def run_chunks(
         n, start = chunking.length(i), chunking.start(i)
         pts = spec.points(start, start + n, dtype)
         # The last chunk is padded by repeating its last point: one compiled shape.
-        pts = {k: np.concatenate([v, np.repeat(v[-1:], size - n)]) for k, v in pts.items()}
+        pts = {k: np.concatenate([v, np.repeat(v[-1:], size - n, axis=0)]) for k, v in pts.items()}
         pts = {k: dist.to_global(v, batch) for k, v in pts.items()}
         return run(model_dyn, save, pts, static)
 
@@ -141,16 +148,3 @@ def run_chunks(
         pending = launched
     if pending is not None:
         fetch(*pending)
-
-
-def progress_bar(total: int, initial: int, show: bool):
-    """A tqdm bar over trajectories (rate, ETA), or a stand-in that shows nothing."""
-    if not show:
-        return contextlib.nullcontext(_NoBar())
-    return tqdm(total=total, initial=initial, unit="traj", unit_scale=True, desc="sweep",
-                smoothing=0.1, file=sys.stderr)  # fmt: skip
-
-
-class _NoBar:
-    def update(self, n):
-        pass

@@ -12,9 +12,11 @@ import numpy as np
 from difsim import solvers
 from difsim._core import (
     KEYS,
+    Layout,
     Model,
     SaveSpec,
     SolverSettings,
+    check_rhs,
     resolve_solver_settings,
     solver_settings,
 )
@@ -30,6 +32,8 @@ from difsim._sweep._layout import (
 )
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
+from difsim._sweep._resources import check_sweep_resources
+from difsim._sweep._samples import sde_solver_choice, stochastic_engine
 from difsim._sweep._spec import AbstractSweep
 
 logger = logging.getLogger("difsim")
@@ -84,12 +88,20 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
     )  # fmt: skip
     solver = _resolve_solver(model, options)
     state = model.initial_state()
+    # Traced once (no FLOPs): the ensemble engine calls `rhs` without simulate's checks, so
+    # a Python `if` on the state or a missing derivative is named here.
+    check_rhs(model, Layout.of(state), "rhs")
     dtype = np.dtype(jnp.result_type(*[jnp.asarray(v) for v in state.values.values()]))
     if not np.issubdtype(dtype, np.floating):
         dtype = np.dtype(jnp.result_type(float))
     plan = plan_keep(options.keep, type(model), state, times.n_saved, times.save_text)
     outputs = plan.outputs(model, times.n_saved, dtype)
-    engine, fallback = choose_engine(options.engine, solver.settings)
+    # Before any point is drawn, hashed or allocated: refuse what cannot fit.
+    check_sweep_resources(model, spec, outputs, times.n_saved, dtype, options)
+    if model.is_stochastic():  # the ensemble engine integrates ODEs: it would drop the noise
+        engine, fallback = stochastic_engine(options.engine)
+    else:
+        engine, fallback = choose_engine(options.engine, solver.settings)
     # The engine is part of the result's identity: the two round differently, and a resumed
     # sweep must not mix their chunks.
     described = {**settings(model, spec, times, solver, plan, dtype), "engine": engine}
@@ -127,6 +139,8 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
     config (which stores them) and a Python call that leaves them out are the same sweep:
     same hash, same compiled function."""
     given = {k: getattr(options, k) for k in KEYS}
+    if model.is_stochastic():
+        return sde_solver_choice(model, options)
     resolved = resolve_solver_settings(type(model), **given)
     solver = resolved["solver"]
     solvers.make_solver(solver)  # unknown names fail here, before anything compiles
@@ -140,6 +154,9 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
         max_steps=int(resolved["max_steps"]),
         root_tol=None if resolved["root_tol"] is None else float(resolved["root_tol"]),
     )
+
+
+resolve_solver = _resolve_solver  # for the Monte Carlo sweep's setup (`_mc_setup`)
 
 
 def _scalar_atol(value) -> float:

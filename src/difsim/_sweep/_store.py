@@ -1,25 +1,30 @@
-"""Where a sweep with an output path keeps its results: a resumable chunk store, then netCDF.
+"""Where a sweep with an output path keeps its results while it runs: a zarr store, then
+netCDF.
 
-With an output path `runs/x.nc`, every finished chunk is written to `runs/x.nc.chunks/`
-(one `.npz` per chunk, written to a temporary file and renamed, so a chunk file is either
-complete or absent, even after `kill -9`). `manifest.json` there records a hash of
-everything that determines the results; a rerun with the same hash reuses the chunks on
-disk, a different one is refused. Each chunk file carries the sweep's hash and its own index
-under a checksum of its content, so a chunk file that is torn, altered, or copied over
-another (of this sweep or another one) is detected and computed again. When every chunk is
-done, the netCDF file is assembled chunk by chunk (bounded memory) into a temporary file,
-renamed into place, and the chunk folder is removed.
+With an output path `runs/x.nc`, the sweep's results go, chunk by chunk as they finish, into
+a zarr store (`runs/x.nc.zarr`, or any fsspec URL given as `store=`), laid out as
+`_zarr_layout` describes: `xr.open_zarr` reads the finished chunks while the sweep runs.
+After a chunk's data, its SHA-256 checksum (covering the sweep's hash, the chunk's index and
+every value) is written to its own row of `difsim_store/chunk_sha256`: a chunk counts as done
+only when that row matches what is stored, so a chunk killed half-written, altered, or copied
+over another (of this sweep or another one) is computed again. The store's attributes hold a
+hash of everything that determines the results; a rerun with the same hash resumes, a
+different one is refused (or, with `overwrite`, replaces it). When every chunk is done, the
+netCDF file is assembled chunk by chunk (bounded memory) into a temporary file, renamed into
+place, and the store is removed.
+
+**Many processes.** Process 0 creates the store (metadata, coordinates) before any chunk
+runs; then every process that can reach it writes the chunks `i ≡ its index (mod processes)`:
+whole zarr chunks and their checksum rows, disjoint objects, and no metadata write after the
+store's creation. If some process cannot reach the store (a local path on one host), process
+0 writes every chunk. Process 0 then checks and assembles them.
 """
 
 import hashlib
-import json
 import logging
 import math
 import os
-import re
-import shutil
-import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,220 +32,340 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from difsim._io import (
-    OutputError,
-    atomic_write,
-    atomic_write_stream,
-    atomic_write_text,
-    check_target,
-)
-from difsim._sweep import _distributed as dist
-from difsim._sweep._layout import OutputLayout
+from difsim._io import OutputError, check_folder, check_target, lock_path
+from difsim._sweep import _distributed as dist, _zarr_layout as zl
+from difsim._sweep._layout import OutputLayout, count_attrs, settings_hash, status_counts
+from difsim._sweep._location import StoreLocation
+from difsim._sweep._netcdf import write_netcdf
+from difsim._sweep._owner import differences, file_info, legacy_warning, mismatch
 
 logger = logging.getLogger("difsim")
 
-FORMAT = 2  # version of the chunk-store layout (2: chunks carry sweep, index and checksum)
-_SWEEP, _INDEX, _CHECKSUM = "__sweep__", "__chunk__", "__checksum__"  # a chunk's identity
-
 
 class SweepOutputError(OutputError):
-    """The output path holds results of a different sweep (or another file)."""
-
-
-# ---------------------------------------------------------------- the chunk store
+    """The output path (or its store) holds results of a different sweep, or another file."""
 
 
 class ChunkStore:
-    """Finished chunks of one sweep, on disk next to its output file.
+    """Finished chunks of one sweep, in a zarr store, before they become its netCDF file.
 
-    **Arguments:** `output` (the netCDF path), `settings` (`{name: text}` of everything
-    that determines the results, chunk size included; its hash identifies the chunks),
-    `sizes` (number of points, chunk size), `expected` (`{name: (tail_shape, dtype)}`, to
-    validate chunk files on reading), `result_hash` (the hash the finished file carries).
+    **Arguments:** `output` (the netCDF path), `location` (the store: a
+    [`StoreLocation`][], a path or URL, or `None` for `<output>.zarr`), `layout` (the
+    Dataset's [`OutputLayout`][]), `settings` (`{name: text}` of everything that determines
+    the results, chunk size included; its hash identifies the chunks), `chunk_size`
+    (points per chunk), `result_hash` (the hash the finished file carries).
     """
 
     def __init__(
         self,
         output: str | os.PathLike,
+        location: "StoreLocation | str | os.PathLike | None",
+        layout: OutputLayout,
         settings: dict[str, str],
-        sizes: tuple[int, int],
-        expected: dict[str, tuple[tuple[int, ...], Any]],
+        chunk_size: int,
         result_hash: str,
     ):
         self.output = Path(output)
-        self.directory = chunk_directory(output)
+        self.location = StoreLocation.of(self.output, location)
+        self.layout = layout
         self.settings = dict(settings)
-        self.hash = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+        self.hash = settings_hash(self.settings)
         self.result_hash = result_hash
-        self.n_points, self.chunk_size = sizes
+        self.n_points, self.chunk_size = layout.size, chunk_size
         self.n_chunks = math.ceil(self.n_points / self.chunk_size)
-        self.expected = expected
+        # Status last: a reader who sees a point's status >= 0 sees its other values too.
+        self._order = sorted(layout.variables, key=lambda name: name == "status")
+        self._arrays: dict[str, Any] | None = None
+        self._sums: Any = None
+        self._share = (0, 1)  # (this process's turn, turns): who writes which chunks
+        self.history: str | None = None  # CF's, as the store holds it (its first run's)
 
     @staticmethod
-    def peek_chunk_size(output: str | os.PathLike) -> int | None:
-        """The chunk size of an unfinished sweep stored for `output`, if any."""
-        manifest = _read_manifest(chunk_directory(output) / "manifest.json") or {}
-        try:
-            return int(manifest["settings"]["chunk_size"])
-        except (KeyError, TypeError, ValueError):
+    def peek_chunk_size(location: StoreLocation | None) -> int | None:
+        """The chunk size of the unfinished sweep stored at `location`, if any."""
+        if location is None:
             return None
-
-    def _chunk_path(self, index: int) -> Path:
-        return self.directory / f"chunk_{index:07d}.npz"
+        try:
+            if not location.exists():
+                return None
+            found = zl.identity(zl.open_group(location, read_only=True))
+            return None if found is None else int(found["chunk_size"])
+        except Exception:  # not a store, unreadable, no chunk size: nothing to keep
+            return None
 
     def finished_output(self) -> bool:
         """Whether `output` already holds this sweep's complete result."""
         if not self.output.exists():
             return False
-        return _file_hash(self.output) == self.result_hash
+        return file_info(self.output)[0] == self.result_hash
 
     def check(self) -> None:
         """Check the output path before any work: a `.nc` path, in a writable folder, not a
-        directory, and if it exists, a difsim sweep output (see `difsim._io`)."""
+        directory, and if it exists, a difsim sweep output (see `difsim._io`); and a local
+        store beside it, in a folder that can be written."""
         try:
             check_target(self.output, "sweep")
+            local = self.location.local
+            if local is not None:
+                if local.absolute() in (self.output.absolute(), lock_path(self.output).absolute()):
+                    raise OutputError(
+                        f"store {local}: the sweep's store must not be its output file or lock"
+                    )
+                check_folder(local.parent, name=f"store {local}")
         except OutputError as e:
             raise SweepOutputError(str(e)) from e
 
     def prepare(self, *, resume: bool, overwrite: bool) -> set[int]:
-        """Create (or reopen) the chunk folder; return the indices of finished chunks.
+        """Create (or reopen) the store; return the chunks marked done (not yet verified).
 
-        **Raises:** [`SweepOutputError`][] if the output file or the chunk folder belongs to
-        a different sweep and `overwrite` is false.
+        **Raises:** [`SweepOutputError`][] if the output file or the store belongs to a
+        different sweep and `overwrite` is false, or if the store's location holds anything
+        that is not a difsim sweep store (never replaced).
         """
         if self.output.exists() and not overwrite:
-            found, before = _file_info(self.output)
+            found, before = file_info(self.output)
             if found != self.result_hash:
                 what = "holds the result of a different sweep" + (
-                    f" (what differs: {self._differences(before)})" if before else ""
+                    f" (what differs: {differences(self.settings, before)})" if before else ""
                 )
                 raise SweepOutputError(
                     f"{self.output} exists and {what}; refusing to replace it. Choose a new "
                     "output path, or pass overwrite=True (difsim run --overwrite) to replace it"
                 )
-        if self.directory.exists() or self.directory.is_symlink():
-            self._clear_directory(resume=resume, overwrite=overwrite)
-        if not self.directory.exists():
-            self.directory.mkdir(parents=True)
-            manifest = dict(format=FORMAT, hash=self.hash, n_chunks=self.n_chunks)
-            manifest["settings"] = self.settings
-            atomic_write_text(self.directory / "manifest.json", json.dumps(manifest, indent=1))
-        done = set()
-        for path in self.directory.glob("chunk_*.npz"):
-            index = int(path.stem.removeprefix("chunk_"))
-            if index < self.n_chunks:
-                done.add(index)
-        return done
+        legacy_warning(self.output)
+        if not self._keep_existing(resume=resume, overwrite=overwrite):
+            identity = dict(
+                format=zl.FORMAT, hash=self.hash, chunk_size=self.chunk_size,
+                points=self.n_points, settings=zl.settings_text(self.settings),
+            )  # fmt: skip
+            attrs = zl.store_attrs(self.layout, identity)
+            zl.create(self.location, self.layout, self.chunk_size, attrs)
+            self._open(zl.open_group(self.location))
+            return set()  # a new store: nothing is done
+        return self.marked()
 
-    def _clear_directory(self, *, resume: bool, overwrite: bool) -> None:
-        """Keep the chunk folder (same sweep, resuming) or remove it (a different sweep with
-        `overwrite`, or not resuming); a folder that is not a difsim chunk folder is never
-        removed."""
-        if self.directory.is_symlink() or not self.directory.is_dir():
+    def _keep_existing(self, *, resume: bool, overwrite: bool) -> bool:
+        """Whether the store already at the location is this sweep's, kept for resuming;
+        one that is not kept is removed, if it is a difsim sweep store (else refused)."""
+        where = self.location
+        if not where.exists():
+            return False
+        if not where.is_folder():
             raise SweepOutputError(
-                f"{self.directory} (where the chunks of {self.output} go) exists and is not a "
-                "folder; difsim never replaces it: move it away or choose another output path"
+                f"{where} (where the store of {self.output} goes) exists and is not a folder; "
+                "difsim never replaces it: move it away or choose another output path or store"
             )
-        old = _read_manifest(self.directory / "manifest.json")
-        if old is None and not all(_chunk_store_file(p.name) for p in self.directory.iterdir()):
+        try:
+            group = zl.open_group(where)
+            found = zl.identity(group)
+        except Exception:  # not a zarr group at all
+            group = found = None
+        if found is None:
+            if where.only_partial_files():  # killed before its first metadata was written
+                where.remove()
+                return False
             raise SweepOutputError(
-                f"{self.directory} (where the chunks of {self.output} go) exists and is not a "
-                "difsim chunk folder (no manifest); difsim never deletes it, not even with "
-                "overwrite=True: move it away or choose another output path"
+                f"{where} (where the store of {self.output} goes) exists and is not a difsim "
+                "sweep store; difsim never deletes it, not even with overwrite=True: move it "
+                "away or choose another output path or store"
             )
-        if old is not None and old.get("hash") != self.hash and not overwrite:
-            raise SweepOutputError(self._mismatch(old))
-        if old is None or old.get("hash") != self.hash or not resume:
-            shutil.rmtree(self.directory)
+        if found.get("hash") != self.hash and not overwrite:
+            raise SweepOutputError(mismatch(where, self.output, self.settings, found))
+        if found.get("hash") == self.hash and found.get("format") == zl.FORMAT and resume:
+            if zl.is_complete(group, self.layout, self.chunk_size):
+                if not zl.is_consolidated(group):  # killed in the last step of its creation
+                    zl.consolidate(where)
+                    group = zl.open_group(where)
+                self._open(group)
+                return True
+        where.remove()
+        return False
 
-    def _mismatch(self, old: dict | None) -> str:
-        head = (
-            f"{self.directory} holds the unfinished chunks of a different sweep, so they "
-            f"cannot be resumed into {self.output}"
-        )
-        tail = (
-            "Choose a new output path, or pass overwrite=True (difsim run --overwrite) to "
-            "discard those chunks"
-        )
-        if old is None or not isinstance(old.get("settings"), dict):
-            return f"{head} (its manifest is missing or unreadable). {tail}"
-        return f"{head}; what differs: {self._differences(old['settings'])}. {tail}"
+    def _open(self, group: Any) -> None:
+        self._sums = group[zl.SUMS]
+        # A resumed sweep's file says when the sweep began, as an uninterrupted run's does.
+        self.history = dict(group.attrs).get("history")
+        # Every value is written, NaN included: zarr would otherwise skip a chunk equal to
+        # the fill value, and read back its canonical NaN instead of the NaN computed.
+        self._arrays = {
+            name: group[name].with_config({"write_empty_chunks": True}) for name in self._order
+        }
 
-    def _differences(self, before: dict[str, Any]) -> str:
-        now = self.settings
-        if "chunk_size" not in before:  # a finished file: chunking is not part of the result
-            now = {k: v for k, v in now.items() if k != "chunk_size"}
-        return "; ".join(
-            f"{k}: {_short(before.get(k, '(absent)'))} -> {_short(now.get(k, '(absent)'))}"
-            for k in sorted(set(before) | set(now))
-            if before.get(k) != now.get(k)
-        )
+    def marked(self) -> set[int]:
+        """The chunks whose checksum row is written (done, if the checksum matches)."""
+        sums = np.asarray(self._sums[...])
+        return set(np.flatnonzero(sums.any(axis=1)).tolist())
+
+    def join(self) -> None:
+        """In a multi-process run, after process 0 prepared the store: every process opens
+        it, and if all can, each writes its share of the chunks (else process 0 all)."""
+        reached = True
+        if not dist.is_writer():
+            try:
+                group = zl.open_group(self.location)
+                found = zl.identity(group)
+                reached = found is not None and found.get("hash") == self.hash
+                if reached:
+                    self._open(group)
+            except Exception:  # a local path of another host, no credentials, ...
+                reached = False
+        everyone = np.asarray(multihost_utils.process_allgather(np.asarray([reached])))
+        if everyone.all():
+            self._share = (jax.process_index(), jax.process_count())
+        else:
+            logger.info("%s is not reachable from every process: process 0 writes every "
+                        "chunk", self.location)  # fmt: skip
+            self._share = (0, 1) if dist.is_writer() else (-1, 1)
+
+    def writes(self, index: int) -> bool:
+        """Whether this process writes chunk `index`."""
+        turn, turns = self._share
+        return index % turns == turn
+
+    def span(self, index: int) -> tuple[int, int]:
+        start = index * self.chunk_size
+        return start, min(self.n_points, start + self.chunk_size)
 
     def write(self, index: int, arrays: dict[str, np.ndarray]) -> None:
-        """Store chunk `index` atomically (temporary file, then rename), with its identity:
-        this sweep's hash, the index, and a checksum of both and of every array."""
-        identity = {
-            _SWEEP: np.asarray(self.hash),
-            _INDEX: np.asarray(index, np.int64),
-            _CHECKSUM: np.asarray(self._checksum(index, arrays)),
-        }
-        atomic_write_stream(self._chunk_path(index), lambda f: np.savez(f, **arrays, **identity))
+        """Store chunk `index` (if this process writes it): every variable's region, status
+        last, then the checksum of the sweep's hash, the index and every array."""
+        if not self.writes(index):
+            return
+        assert self._arrays is not None, "prepare() or join() opens the store"
+        start, stop = self.span(index)
+        digest = self._checksum(index, arrays)
+        put = lambda a, where, v: a.async_array.setitem(where, v)  # noqa: E731
+        region, data = slice(start, stop), [n for n in self._order if n != "status"]
+        _in_order(
+            [put(self._arrays[n], region, arrays[n]) for n in data],
+            [put(self._arrays["status"], region, arrays["status"])],
+            [put(self._sums, index, np.frombuffer(digest, np.uint8))],
+        )
 
-    def read(self, index: int, length: int) -> dict[str, np.ndarray] | None:
-        """Chunk `index` (of `length` points), or `None` if its file is missing, not a valid
-        chunk, or not chunk `index` of this sweep (e.g. another chunk's file copied over it)."""
-        path = self._chunk_path(index)
+    def read(self, index: int) -> dict[str, np.ndarray] | None:
+        """Chunk `index`, or `None` if it is not done, does not read back, or is not chunk
+        `index` of this sweep (e.g. another chunk's objects copied over it)."""
+        assert self._arrays is not None, "prepare() or join() opens the store"
+        start, stop = self.span(index)
         try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {name: data[name] for name in self.expected}
-                identity = (str(data[_SWEEP]), int(data[_INDEX]), str(data[_CHECKSUM]))
-        except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile, EOFError):
-            return None
-        for name, (tail, dtype) in self.expected.items():
-            a = arrays[name]
-            if a.shape != (length, *tail) or a.dtype != np.dtype(dtype):
+            names = list(self._arrays)
+            row, *values = _in_order(
+                [self._sums.async_array.getitem(index)]
+                + [self._arrays[n].async_array.getitem(slice(start, stop)) for n in names]
+            )
+            stored = np.asarray(row).tobytes()
+            if not any(stored):
                 return None
-        if identity != (self.hash, index, self._checksum(index, arrays)):
-            logger.warning("%s is not chunk %d of this sweep: computing it again", path, index)
+            arrays = {name: np.asarray(v) for name, v in zip(names, values)}
+        except Exception:  # a torn or foreign object: zarr's and the codecs' errors vary
+            logger.warning("chunk %d of %s does not read back: computing it again",
+                           index, self.location)  # fmt: skip
+            return None
+        for name, (_, tail, dtype, _) in self.layout.variables.items():
+            a = arrays[name]
+            if a.shape != (stop - start, *tail) or a.dtype != np.dtype(dtype):
+                return None
+        if stored != self._checksum(index, arrays):
+            logger.warning("chunk %d of %s is not chunk %d of this sweep: computing it again",
+                           index, self.location, index)  # fmt: skip
             return None
         return arrays
 
-    def _checksum(self, index: int, arrays: dict[str, np.ndarray]) -> str:
+    def _checksum(self, index: int, arrays: dict[str, np.ndarray]) -> bytes:
         digest = hashlib.sha256(f"{self.hash} {index}".encode())
         for name in sorted(arrays):
             a = np.ascontiguousarray(arrays[name])
             digest.update(f"{name} {a.dtype.str} {a.shape}".encode())
             digest.update(a.tobytes())
-        return digest.hexdigest()
+        return digest.digest()
 
     def discard(self, index: int) -> None:
-        self._chunk_path(index).unlink(missing_ok=True)
+        """Mark chunk `index` not done (checksum row first, then its status)."""
+        assert self._arrays is not None
+        self._sums[index] = 0
+        start, stop = self.span(index)
+        self._arrays["status"][start:stop] = zl.NOT_COMPUTED
 
     def remove(self) -> None:
-        """Delete the chunk folder (after the netCDF file is in place)."""
-        shutil.rmtree(self.directory, ignore_errors=True)
+        """Delete the store (after the netCDF file is in place)."""
+        try:
+            self.location.remove()
+        except OSError as e:  # the result is safe in the netCDF file: say so, go on
+            logger.warning("could not remove the sweep store %s (%s); delete it by hand",
+                           self.location, e)  # fmt: skip
+
+    def remove_leftover(self) -> None:
+        """Delete this sweep's store if it is still there: left over if the last run died
+        between the netCDF file's rename and the store's removal. Any other store is kept."""
+        try:
+            found = self.location.exists() and zl.identity(zl.open_group(self.location))
+        except Exception:  # not a store: not ours to delete
+            return
+        if found and found.get("hash") == self.hash:
+            self.remove()
+
+    def assemble(self) -> dict[int, int]:
+        """Stream every chunk, checked, into the netCDF file; remove the store; return the
+        status counts."""
+        counted: dict[int, int] = {}
+
+        def chunks():
+            for i in range(self.n_chunks):
+                data = self.read(i)
+                if data is None:
+                    raise RuntimeError(f"chunk {i} of {self.location} vanished or is corrupt")
+                for code, count in status_counts(data["status"]).items():
+                    counted[code] = counted.get(code, 0) + count
+                yield (*self.span(i), data)
+
+        history = {"history": self.history} if self.history else {}
+        write_netcdf(
+            self.output, self.layout, chunks(), lambda: {**history, **count_attrs(counted)}
+        )
+        self.remove()
+        return counted
+
+
+def _in_order(*stages: list) -> list:
+    """Run stages of zarr's asynchronous calls on zarr's own event loop, in one round trip
+    from this thread (not one per array: about half the CPU time of a chunk's writes): the
+    calls of a stage at once, the stages one after the other. Returns the last stage's
+    results."""
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    async def run():
+        results: list = []
+        for stage in stages:
+            results = await asyncio.gather(*stage)
+        return results
+
+    return sync(run())
 
 
 def finished_chunks(store: ChunkStore | None, resume: bool, overwrite: bool) -> set[int] | None:
     """The indices of `store`'s finished chunks (`None` if the output is already complete);
-    chunk files that do not read back are deleted and left to compute again."""
+    chunks that do not read back as this sweep's are marked not done, to compute again."""
     if store is None:
         return set()
     if resume and store.finished_output():
-        store.remove()  # left over if the last run died between rename and cleanup
+        store.remove_leftover()
         return None
     done = store.prepare(resume=resume, overwrite=overwrite)
     for i in sorted(done):
-        # Truncated by a crash of the machine: compute it again.
-        if store.read(i, min(store.chunk_size, store.n_points - i * store.chunk_size)) is None:
+        if store.read(i) is None:
             store.discard(i)
             done.discard(i)
     return done
 
 
-def agree(prepare: Callable[[], set[int] | None], n_chunks: int) -> set[int] | None:
+def agree(
+    prepare: Callable[[], set[int] | None], n_chunks: int, store: ChunkStore | None = None
+) -> set[int] | None:
     """Run `prepare` on the writer and share its answer with every process, so all of them
-    compute the same chunks (the compiled calls are collective)."""
+    compute the same chunks (the compiled calls are collective); then every process joins
+    `store` (see [`ChunkStore.join`][])."""
     if jax.process_count() == 1:
         return prepare()
     # flags[0]: 0 = go on, 1 = already complete, 2 = the writer failed; then done marks.
@@ -262,138 +387,6 @@ def agree(prepare: Callable[[], set[int] | None], n_chunks: int) -> set[int] | N
         raise RuntimeError("the writer process (0) could not prepare the output: see its error")
     if flags[0] == 1:
         return None
+    if store is not None:
+        store.join()
     return set(np.flatnonzero(flags[1:]).tolist())
-
-
-def chunk_directory(output: str | os.PathLike) -> Path:
-    """`runs/x.nc` → `runs/x.nc.chunks`: where the unfinished chunks of `output` live."""
-    output = Path(output)
-    return output.with_name(output.name + ".chunks")
-
-
-def _chunk_store_file(name: str) -> bool:
-    """Whether `name` is one a chunk folder holds: its manifest, chunks, temporary files."""
-    return (
-        name == "manifest.json"
-        or re.fullmatch(r"chunk_\d{7}\.npz", name) is not None
-        or (name.startswith(".") and ".tmp" in name)
-    )
-
-
-def _short(text: Any, n: int = 120) -> str:
-    text = str(text)
-    return text if len(text) <= n else text[: n - 3] + "..."
-
-
-def _read_manifest(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _file_hash(path: Path) -> str | None:
-    return _file_info(path)[0]
-
-
-def _file_info(path: Path) -> tuple[str | None, dict[str, Any] | None]:
-    """`(sweep_hash, settings)` stored in a sweep's netCDF file (`None` if absent)."""
-    try:
-        import h5netcdf  # lazily: h5py costs ~0.2 s to import, and only outputs need it
-
-        with h5netcdf.File(path, "r") as f:
-            found, text = f.attrs.get("sweep_hash"), f.attrs.get("sweep_settings")
-    except Exception:  # not an HDF5/netCDF file at all
-        return None, None
-    try:
-        settings = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        settings = None
-    return (found if isinstance(found, str) else None), (
-        settings if isinstance(settings, dict) else None
-    )
-
-
-# ---------------------------------------------------------------- streaming netCDF
-
-
-def write_netcdf(
-    path: str | os.PathLike,
-    layout: OutputLayout,
-    chunks: Iterator[tuple[int, int, dict[str, np.ndarray]]],
-    attrs: Callable[[], dict[str, Any]] | None = None,
-) -> None:
-    """Write the Dataset of `layout` to `path`, filling it from `chunks`.
-
-    `chunks` yields `(start, stop, {name: flat values})` covering `0 … size` in order; only
-    one chunk is in memory at a time. `attrs()` is called after the last chunk for extra
-    global attributes (e.g. status counts). The file is written to a temporary name in the
-    same folder and renamed into place.
-    """
-    import h5netcdf  # lazily: h5py costs ~0.2 s to import, and only outputs need it
-
-    def write(tmp: Path) -> None:
-        with h5netcdf.File(tmp, "w") as f:
-            dims: dict[str, int] = dict(zip(layout.dims, layout.shape))
-            for name, (cdims, values, _) in layout.coords.items():
-                dims.update(zip(cdims, np.shape(values)))
-            for tdims, tail, _, _ in layout.variables.values():
-                dims.update(zip(tdims, tail))
-            f.dimensions = dims
-            # Non-dimension coordinates (parameters along `sample`) are tied to every data
-            # variable through the CF `coordinates` attribute, as xarray writes them.
-            aux = " ".join(k for k, (d, _, _) in layout.coords.items() if d != (k,))
-            for name, (cdims, values, cattrs) in layout.coords.items():
-                var = f.create_variable(name, cdims, np.asarray(values).dtype, data=values)
-                var.attrs.update(_netcdf_attrs(cattrs))
-            variables = {}
-            for name, (tdims, tail, dtype, vattrs) in layout.variables.items():
-                var = f.create_variable(name, (*layout.dims, *tdims), dtype)
-                var.attrs.update(_netcdf_attrs(vattrs))
-                if aux:
-                    var.attrs["coordinates"] = aux
-                variables[name] = var
-            for start, stop, arrays in chunks:
-                for index, a, b in _slabs(start, stop, layout.shape):
-                    box = tuple(s.stop - s.start for s in index if isinstance(s, slice))
-                    for name, var in variables.items():
-                        tail = layout.variables[name][1]
-                        values = arrays[name][a - start : b - start]
-                        var[index] = values.reshape(*box, *tail)
-            extra = dict(layout.attrs, **(attrs() if attrs else {}))
-            f.attrs.update(_netcdf_attrs(extra))
-
-    atomic_write(path, write)
-
-
-def _netcdf_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for key, value in attrs.items():
-        if isinstance(value, list | tuple):
-            value = np.asarray(value)
-        out[key] = value
-    return out
-
-
-def _slabs(start: int, stop: int, shape: tuple[int, ...]):
-    """Split the flat (C-order) index range `[start, stop)` of an array of `shape` into
-    boxes: yields `(index, a, b)`, where `index` (ints and slices) selects a box whose
-    C-order values are flat `[a, b)`."""
-    if not shape:
-        if start < stop:
-            yield (), start, stop
-        return
-    inner = math.prod(shape[1:])
-    full = tuple(slice(0, n) for n in shape[1:])
-    while start < stop:
-        row, offset = divmod(start, inner)
-        if offset == 0 and stop - start >= inner:
-            rows = (stop - start) // inner
-            yield (slice(row, row + rows), *full), start, start + rows * inner
-            start += rows * inner
-            continue
-        end = min(stop, (row + 1) * inner)
-        for index, a, b in _slabs(offset, end - row * inner, shape[1:]):
-            yield (slice(row, row + 1), *index), a + row * inner, b + row * inner
-        start = end

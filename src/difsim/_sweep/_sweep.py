@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,16 +21,18 @@ import numpy as np
 import xarray as xr
 from jax.sharding import Mesh
 
-from difsim._core import Model
-from difsim._io import output_lock
+from difsim._core import Model, reports_model_time
+from difsim._io import output_lock, progress, receiving
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking, chunk_length, plan_chunking
 from difsim._sweep._layout import count_attrs, counts_from_file, status_counts
+from difsim._sweep._location import StoreLocation
+from difsim._sweep._monte_carlo import monte_carlo_spec, run_statistics
 from difsim._sweep._options import SweepOptions
-from difsim._sweep._runner import progress_bar, run_chunks
+from difsim._sweep._runner import run_chunks
 from difsim._sweep._setup import SweepSetup, prepare
 from difsim._sweep._spec import AbstractSweep
-from difsim._sweep._store import ChunkStore, agree, finished_chunks, write_netcdf
+from difsim._sweep._store import ChunkStore, agree, finished_chunks
 
 logger = logging.getLogger("difsim")
 
@@ -59,7 +60,7 @@ class SweepReport:
 
 def sweep(
     model: Model,
-    spec: AbstractSweep,
+    spec: AbstractSweep | None = None,
     *,
     t0: float,
     t1: float,
@@ -76,11 +77,15 @@ def sweep(
     memory_budget: int | str | None = None,
     devices: Sequence[jax.Device] | None = None,
     output: str | os.PathLike | None = None,
+    store: str | os.PathLike | None = None,
     resume: bool = True,
     overwrite: bool = False,
     progress: bool | None = None,
     attrs: Mapping[str, Any] | None = None,
     engine: str = "auto",
+    samples: int | None = None,
+    seed: int = 0,
+    brownian: str | None = None,
 ) -> xr.Dataset | None:
     """Simulate `model` at every point of `spec` and return one labelled Dataset.
 
@@ -100,7 +105,14 @@ def sweep(
 
     - `model`: the base [`Model`][]; swept keys replace its values.
     - `spec`: a [`GridSweep`][], [`ZipSweep`][] or [`RandomSweep`][]; keys are parameter
-      names or `"state.<var>"` (initial values).
+      names or `"state.<var>"` (initial values). May be left out in a Monte Carlo sweep.
+    - `samples`, `seed`: for a stochastic model (see `docs/stochastic.md`), the number of
+      Monte Carlo paths per point of `spec`, and the seed of their keys: path `s` of point
+      `p` has key `fold_in(key(seed), p * samples + s)`, whatever the chunking. `keep` then
+      takes statistics over the paths, `"x.mean"`, `"x.var"`, `"x.std"`, `"x.min"`,
+      `"x.max"`, `"x.median"`, quantiles `"x.q05"`, `"x.q95"`, … (dims: the spec's, then
+      `time`), or `"final"`/`"trajectory"` per path (dims: the spec's, then `path`).
+      `brownian`: their Brownian path, as for [`simulate`][].
     - `t0`, `t1`, `save`, `solver`, `rtol`, `atol`, `dt0`, `controller`, `max_steps`,
       `root_tol`: as for [`simulate`][] (`save` defaults to `"final"`).
     - `keep`: `"final"` (default: the state at the last saved time), `"trajectory"` (the
@@ -113,12 +125,18 @@ def sweep(
     - `memory_budget`: bytes one chunk may use, an int or a string like `"512MiB"`
       (default 1 GiB).
     - `devices`: devices to shard over (default: all, of every process).
-    - `output`: a netCDF path. Chunks are stored next to it (`<output>.chunks/`) as they
-      finish, and assembled into `output` at the end; a rerun resumes.
+    - `output`: a netCDF path. Chunks are stored, as they finish, in a zarr store beside
+      it (`<output>.zarr`, readable with `xr.open_zarr` while the sweep runs) and
+      assembled into `output` at the end; a rerun resumes.
+    - `store`: where that zarr store goes instead: a path, or an fsspec URL such as
+      `"s3://bucket/runs/x.zarr"` (object storage; see `docs/sweeps.md`).
     - `resume`: reuse finished chunks of the same sweep (default); `False` starts over.
     - `overwrite`: replace an `output` (or chunks) that belongs to a different sweep, instead
       of refusing.
-    - `progress`: a progress bar (default: when stderr is a terminal).
+    - `progress`: `None` (default) or `True` show progress: a bar on a terminal, log lines
+      every 10 s elsewhere (trajectories done, rate, time left; docs: "Progress and
+      logging"); for PDE models also within a chunk (model time of its slowest lane).
+      `False`: none.
     - `attrs`: extra global attributes for the Dataset (e.g. the config text).
     - `engine`: `"auto"` (default) integrates with difsim's ensemble engine (all the lanes
       of a chunk as one batch, several times faster; see `docs/sweeps.md`) whenever the
@@ -135,15 +153,20 @@ def sweep(
     options = SweepOptions(
         t0=t0, t1=t1, save=save, keep=keep, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         controller=controller, max_steps=max_steps, root_tol=root_tol, chunk_size=chunk_size,
-        memory_budget=memory_budget, devices=devices, output=output, resume=resume,
-        overwrite=overwrite, progress=progress, attrs=attrs, engine=engine,
+        memory_budget=memory_budget, devices=devices, output=output, store=store, resume=resume,
+        overwrite=overwrite, progress=progress, attrs=attrs, engine=engine, samples=samples,
+        seed=seed, brownian=brownian,
     )  # fmt: skip
     dataset, _ = run_sweep(model, spec, options)
     return dataset
 
 
 def run_sweep(
-    model: Model, spec: AbstractSweep, options: SweepOptions | None = None, /, **keywords: Any
+    model: Model,
+    spec: AbstractSweep | None,
+    options: SweepOptions | None = None,
+    /,
+    **keywords: Any,
 ) -> tuple[xr.Dataset | None, SweepReport]:
     """[`sweep`][] plus a [`SweepReport`][]: what `difsim run` prints.
 
@@ -159,16 +182,22 @@ def run_sweep(
         raise TypeError(
             f"run_sweep takes SweepOptions or keywords, not both; got {sorted(keywords)}"
         )
+    spec, statistics = monte_carlo_spec(model, spec, options)
+    if statistics:
+        dataset, report = run_statistics(model, spec, options)
+        return dataset, SweepReport(**report)
     start = time.perf_counter()
     setup = prepare(model, spec, options)
     mesh = dist.batch_mesh(options.devices)
     writer, output = dist.is_writer(), options.output
+    location = None if output is None else StoreLocation.of(output, options.store)
     chunking = plan_chunking(
         spec.size, setup.per_traj, options.chunk_size, options.memory_budget,
-        options.devices, mesh.devices.size, output if writer else None,
+        options.devices, mesh.devices.size, location if writer else None,
         ensemble=setup.engine == "ensemble",
     )  # fmt: skip
-    store = None if output is None or not writer else _chunk_store(output, setup, chunking)
+    # Every process has the store: each writes its share of the chunks (`ChunkStore.join`).
+    store = None if output is None else _chunk_store(output, location, setup, chunking)
     # Processes given different configs would run different programs in lockstep and hang
     # or mix results: refuse on every process instead.
     dist.check_same_everywhere(setup.sweep_hash, "the sweep's settings")
@@ -176,18 +205,18 @@ def run_sweep(
 
         def prepare_store() -> set[int] | None:
             # On the writer, inside `agree`, so a refusal reaches every process at once.
-            if store is not None:
+            if store is not None:  # only the writer prepares
                 store.check()
                 held.enter_context(output_lock(output))
             return finished_chunks(store, options.resume, options.overwrite)
 
-        done = agree(prepare_store, chunking.n_chunks)
+        done = agree(prepare_store, chunking.n_chunks, store)
         return _run_prepared(model, spec, options, setup, mesh, chunking, done, store, start)
 
 
 def _run_prepared(model, spec, options, setup, mesh, chunking, done, store, start):
     """[`run_sweep`][] once the store is prepared (and its output locked)."""
-    output, writer = options.output, store is not None
+    output, writer = options.output, dist.is_writer()
 
     def report(reused: int, computed: tuple[int, ...], counts: dict[int, int]) -> SweepReport:
         wall = time.perf_counter() - start
@@ -207,18 +236,19 @@ def _run_prepared(model, spec, options, setup, mesh, chunking, done, store, star
         dataset = setup.layout.to_dataset(arrays)
         dataset.attrs.update(count_attrs(counts))
         return dataset, report(len(done), todo, counts)
-    if store is None:  # not the writer
+    dist.barrier("difsim-sweep-stored")  # every chunk is in the store, whoever wrote it
+    if not writer:
         return None, report(len(done), todo, {})
-    counts = _assemble(output, setup, store)
+    counts = store.assemble()
     return _open(output), report(len(done), todo, counts)
 
 
-def _chunk_store(output: Path, setup: SweepSetup, chunking: Chunking) -> ChunkStore:
+def _chunk_store(
+    output: Path, location: StoreLocation, setup: SweepSetup, chunking: Chunking
+) -> ChunkStore:
     """The chunk store of `output`: keyed by the settings and the chunk size."""
-    expected = {k: (tail, dt) for k, (_, tail, dt, _) in setup.layout.variables.items()}
     chunked = {**setup.settings, "chunk_size": str(chunking.size)}
-    sizes = (chunking.n_points, chunking.size)
-    return ChunkStore(output, chunked, sizes, expected, setup.sweep_hash)
+    return ChunkStore(output, location, setup.layout, chunked, chunking.size, setup.sweep_hash)
 
 
 def _compute(
@@ -236,9 +266,12 @@ def _compute(
     output). `options.on_chunk` is called after each chunk is stored."""
     todo = tuple(i for i in range(chunking.n_chunks) if i not in done)
     arrays = setup.layout.empty() if options.output is None else None
-    progress = sys.stderr.isatty() if options.progress is None else options.progress
     initial = sum(chunking.length(i) for i in done)
-    with progress_bar(spec.size, initial, progress and dist.is_writer()) as bar:
+    show = options.progress is not False and dist.is_writer()
+    task = progress(spec.size, what="sweep", one="trajectory", many="trajectories",
+                    show=show, initial=initial)  # fmt: skip
+    with task, receiving(task):
+        task.running(chunking.size)  # a chunk's solves may report fractions of it
 
         def finished(i: int, host: dict[str, np.ndarray]) -> None:
             if store is not None:
@@ -247,32 +280,15 @@ def _compute(
                 start = chunking.start(i)
                 for k, v in host.items():
                     arrays[k][start : start + len(v)] = v
-            bar.update(chunking.length(i))
+            task.advance(chunking.length(i))
+            task.running(chunking.size)
             if options.on_chunk is not None:
                 options.on_chunk(i)
 
-        run_chunks(model, spec, setup, mesh, chunking, todo, finished)
+        inside = show and reports_model_time(model)  # long solves: progress within a chunk
+        run_chunks(model, spec, setup, mesh, chunking, todo, finished, progress=inside)
+        task.finish()
     return todo, arrays
-
-
-def _assemble(output: Path, setup: SweepSetup, store: ChunkStore) -> dict[int, int]:
-    """Stream every stored chunk into the netCDF file; return the status counts."""
-    counted: dict[int, int] = {}
-    size = store.chunk_size
-
-    def chunks():
-        for i in range(store.n_chunks):
-            n = chunk_length(i, size, store.n_points)
-            data = store.read(i, n)
-            if data is None:
-                raise RuntimeError(f"chunk {i} of {store.directory} vanished or is corrupt")
-            for code, count in status_counts(data["status"]).items():
-                counted[code] = counted.get(code, 0) + count
-            yield i * size, i * size + n, data
-
-    write_netcdf(output, setup.layout, chunks(), lambda: count_attrs(counted))
-    store.remove()
-    return counted
 
 
 def _open(path: Path) -> xr.Dataset:

@@ -1,0 +1,174 @@
+r"""A [`FitResult`][] as a CF-style `xarray.Dataset`: the data with their own attributes,
+the fit at the data points and its residuals, a smooth fitted curve with an approximate
+95 % prediction band, and the parameters with their units and standard errors.
+
+The band combines the parameters' uncertainty (delta method: $g^\top C g$, with $g$ the
+gradient of the prediction with respect to the free variables and $C$ their Gauss–Newton
+covariance) with the residual noise $\hat\sigma^2 / w^2$ of each observed variable ($w$ its
+median weight), at $\pm 1.96$ standard deviations; for lognormal noise on the log scale.
+"""
+
+import json
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+
+from difsim._io import cf_attrs, param_attrs, time_attrs, var_attrs
+
+Z95 = 1.959963984540054  # the normal distribution's 97.5 % quantile
+
+
+def fit_dataset(result: Any, points: int = 201) -> xr.Dataset:
+    """The Dataset of `result` (see [`FitResult.to_xarray`][]), with the smooth curve at
+    `points` coordinates spanning the data."""
+    problem, model = result.problem, result.model
+    data = problem.data
+    meta = json.loads(data.attrs)
+    coord = data.coord
+    times = np.asarray(data.times)
+    coord_attrs = {**_coord_units(problem, model), **meta["coord"]}
+    curve_coord = f"{coord}_curve"
+    dense = _dense(problem, times, points)
+    coords: dict[str, Any] = {
+        coord: (coord, times, coord_attrs),
+        curve_coord: (curve_coord, dense, {**coord_attrs, "long_name": f"{coord} (fitted curve)"}),
+    }
+    data_vars = _observed(result, meta, coord, curve_coord, dense)
+    data_vars.update(_parameters(result, coords))
+    steps = np.arange(len(result.loss_history))
+    coords["step"] = ("step", steps, dict(long_name="optimizer step", units="1"))
+    loss = dict(long_name="loss: half the sum of squared weighted residuals", units="1")
+    data_vars["loss_history"] = (("step",), result.loss_history, loss)
+    grad = dict(long_name="norm of the loss gradient (unconstrained variables)", units="1")
+    data_vars["grad_norm_history"] = (("step",), result.grad_norm_history, grad)
+    if result.start_losses is not None:
+        coords["start"] = ("start", np.arange(len(result.start_losses)), {"units": "1"})
+        start = dict(long_name="final loss of each start", units="1")
+        data_vars["start_loss"] = (("start",), result.start_losses, start)
+    cls = type(model)
+    attrs = cf_attrs(f"difsim.fit({cls.__name__})")
+    attrs.update(
+        difsim_output="fit",  # what the file is: see difsim._io's ownership check
+        model=cls.__name__,
+        optimizer=result.optimizer,
+        status=result.status.text,
+        message=result.message,
+        loss=result.loss,
+        sigma2=result.sigma2,
+        dof=result.dof,
+        noise=problem.noise,
+    )
+    # The data's own description, kept beside ours (`source` is CF's "how it was made").
+    attrs.update({f"data_{k}": v for k, v in meta["global"].items()})
+    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+
+
+def _coord_units(problem, model) -> dict[str, Any]:
+    """Attributes of the data coordinate when the data give none: the model's time units,
+    or the units of the control parameter of a steady-state fit."""
+    control = getattr(problem, "control", None)
+    if control is not None:
+        return param_attrs(type(model).parameter_info(control))
+    return time_attrs(type(model).time_units)
+
+
+def _dense(problem, times: np.ndarray, points: int) -> np.ndarray:
+    if getattr(problem, "prepend", False):
+        # From t0 (the initial state) on; t0 itself is the solve's start, not a save time.
+        return np.linspace(float(problem.t0), times[-1], points + 1)[1:]
+    return np.linspace(times.min(), times.max(), points)
+
+
+def _observed(result, meta, coord: str, curve_coord: str, dense: np.ndarray) -> dict:
+    """Each observed variable: the data, the fit there, residuals, curve and band."""
+    data = result.problem.data
+    states = dict(result.model.initial_state().info)
+    values = np.where(np.asarray(data.mask), np.asarray(data.values), np.nan)
+    fitted = result.predict()
+    curve, lower, upper = prediction_band(result, dense)
+    log = result.problem.noise == "lognormal"
+    out: dict[str, Any] = {}
+    for j, name in enumerate(data.names):
+        target = data.targets[j]
+        attrs = dict(var_attrs(states[target])) if isinstance(target, str) else {"units": "1"}
+        attrs.pop("wrap_period", None)
+        attrs.update(meta["variables"].get(name, {}))  # the data's own attributes first
+        what = attrs.get("long_name", name)
+        out[name] = ((coord,), values[:, j], attrs)
+        out[f"{name}_fit"] = ((coord,), fitted[:, j], {**attrs, "long_name": f"fitted {what}"})
+        residual = np.log(values[:, j] / fitted[:, j]) if log else values[:, j] - fitted[:, j]
+        r_attrs = {"units": "1" if log else attrs["units"]}
+        r_attrs["long_name"] = ("log of data / fit" if log else "data - fit") + f": {what}"
+        out[f"{name}_residual"] = ((coord,), residual, r_attrs)
+        band = {**attrs, "long_name": f"fitted {what}, curve"}
+        out[f"{name}_curve"] = ((curve_coord,), curve[:, j], band)
+        for label, edge in (("lower", lower), ("upper", upper)):
+            edge_attrs = {**attrs, "long_name": f"{what}: {label} edge of the 95 % prediction band"}
+            out[f"{name}_{label}"] = ((curve_coord,), edge[:, j], edge_attrs)
+    return out
+
+
+def _parameters(result, coords: dict) -> dict[str, Any]:
+    """`value`/`stderr` over `parameter`, each entry's units in the auxiliary coordinate
+    `parameter_units`, and the correlation matrix (dimensionless, unlike a covariance)."""
+    cls = type(result.model)
+    states = dict(result.model.initial_state().info)
+    names = list(result.names)
+    units, long_names = [], []
+    for name in names:
+        var = name.removeprefix("state.") if name.startswith("state.") else None
+        info = var_attrs(states[var]) if var else param_attrs(cls.parameter_info(name))
+        units.append(info["units"])
+        what = info.get("long_name", var or name)
+        long_names.append(f"initial {what}" if var else what)
+    coords["parameter"] = ("parameter", names, {"long_name": "free parameter"})
+    coords["parameter_units"] = ("parameter", units, {"long_name": "units of each parameter"})
+    coords["parameter_long_name"] = ("parameter", long_names, {"long_name": "what it is"})
+    coords["parameter2"] = ("parameter2", names, {"long_name": "free parameter (2nd axis)"})
+    shared = {"units": units[0]} if len(set(units)) == 1 else {}
+    cov = np.asarray(result.covariance)
+    se = np.sqrt(np.where(np.diag(cov) > 0, np.diag(cov), np.nan))
+    corr = cov / np.outer(se, se)
+    return {
+        "value": (("parameter",), [result.parameters[n] for n in names],
+                  dict(long_name="fitted value (units: parameter_units)", **shared)),
+        "stderr": (("parameter",), [result.stderr[n] for n in names],
+                   dict(long_name="standard error, Gauss-Newton (units: parameter_units)",
+                        **shared)),
+        "correlation": (("parameter", "parameter2"), corr,
+                        dict(long_name="correlation of the fitted parameters", units="1")),
+    }  # fmt: skip
+
+
+def prediction_band(result, coords) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`(curve, lower, upper)`, each `(len(coords), k)`: the fitted observed quantities at
+    `coords` and the edges of their approximate 95 % prediction band (NaN where the
+    covariance is unknown)."""
+    problem = result.problem.with_adjoint("forward")
+    q = len(result.names)
+    u = jnp.asarray(result.u)
+    curve, jac = _curve_and_jacobian(problem, u, jnp.asarray(coords), q)
+    curve, jac = np.asarray(curve), np.asarray(jac)  # (c, k), (c, k, q)
+    dxdu = np.asarray(problem.derivative(u))[:q]
+    cov_u = np.asarray(result.covariance) / np.outer(dxdu, dxdu)
+    var_mean = np.einsum("ckq,qr,ckr->ck", jac, cov_u, jac)
+    data = result.problem.data
+    weights = np.where(np.asarray(data.mask), np.asarray(data.weights), np.nan)
+    noise_var = result.sigma2 / np.nanmedian(weights, axis=0) ** 2  # (k,)
+    if result.problem.noise == "lognormal":
+        spread = Z95 * np.sqrt(var_mean / curve**2 + noise_var)
+        return curve, curve * np.exp(-spread), curve * np.exp(spread)
+    spread = Z95 * np.sqrt(var_mean + noise_var)
+    return curve, curve - spread, curve + spread
+
+
+@eqx.filter_jit
+def _curve_and_jacobian(problem, u, coords, q: int):
+    def curve(head):
+        return problem.predict(problem.model_from(u.at[:q].set(head)), coords)
+
+    return curve(u[:q]), jax.jacfwd(curve)(u[:q])

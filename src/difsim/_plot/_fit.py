@@ -1,0 +1,92 @@
+"""Figures of a fit's Dataset (`difsim_output = "fit"`): per observed variable the data, the
+fitted curve with its 95 % prediction band and the residuals below; the estimates with
+their standard errors; the loss history."""
+
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from difsim._plot._figure import finish_figure, label, set_log_scale
+
+
+def estimates_text(dataset: xr.Dataset) -> list[str]:
+    """One line per free parameter: `"name = value ± stderr units"`."""
+    lines = []
+    for i, name in enumerate(np.asarray(dataset["parameter"]).tolist()):
+        value, se = float(dataset["value"][i]), float(dataset["stderr"][i])
+        units = str(dataset["parameter_units"][i].item()) if "parameter_units" in dataset else ""
+        units = "" if units in ("", "1") else f" {units}"
+        spread = f" ± {se:.2g}" if np.isfinite(se) else " (no std. error)"
+        lines.append(f"{name} = {value:.4g}{spread}{units}")
+    return lines
+
+
+def plot_fit(dataset: xr.Dataset, path: str | Path | None = None):
+    """Plot a fit's Dataset (see `FitResult.to_xarray`): for each observed variable the
+    data (markers), the fitted curve, its approximate 95 % prediction band (shaded) and
+    the residuals in a panel below; a panel listing the estimates ± standard errors; the
+    loss history. A lognormal fit is drawn on log value axes. With `path`, saved as PNG.
+
+    **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
+    """
+    from matplotlib.figure import Figure
+
+    names = [n[: -len("_curve")] for n in dataset.data_vars if n.endswith("_curve")]
+    if not names:
+        raise ValueError("the dataset holds no fitted curve (variables <name>_curve)")
+    coord = dataset[names[0]].dims[0]
+    log = dataset.attrs.get("noise") == "lognormal"
+    fig = Figure(figsize=(11.0, max(3.3 * len(names) + 0.8, 6.0)), layout="constrained")
+    grid = fig.add_gridspec(2 * len(names), 2, height_ratios=[3, 1] * len(names),
+                            width_ratios=[1.6, 1])  # fmt: skip
+    for j, name in enumerate(names):
+        top = fig.add_subplot(grid[2 * j, 0])
+        bottom = fig.add_subplot(grid[2 * j + 1, 0], sharex=top)
+        _draw_observed(dataset, name, coord, top, bottom, log)
+        if j == 0:
+            top.legend(fontsize=8, loc="best")
+    right = grid[:, 1].subgridspec(2, 1, height_ratios=[1, 1])
+    text_ax = fig.add_subplot(right[0, 0])
+    text_ax.axis("off")
+    text_ax.set_title("estimates ± standard errors", fontsize=9)
+    lines = estimates_text(dataset)
+    lines += ["", f"noise: {dataset.attrs.get('noise', '?')}"]
+    lines += [f"loss {float(dataset.attrs.get('loss', np.nan)):.4g}, "
+              f"dof {dataset.attrs.get('dof', '?')}"]  # fmt: skip
+    text_ax.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", family="monospace",
+                 fontsize=8.5, transform=text_ax.transAxes)  # fmt: skip
+    loss_ax = fig.add_subplot(right[1, 0])
+    history = np.asarray(dataset["loss_history"], dtype=float)
+    finite = np.isfinite(history) & (history > 0)
+    loss_ax.semilogy(np.flatnonzero(finite), history[finite], lw=1.2)
+    loss_ax.set_xlabel("optimizer step [1]")
+    loss_ax.set_ylabel("loss [1]")
+    loss_ax.set_title("loss history", fontsize=9)
+    title = f"{dataset.attrs.get('model', '')} fit ({dataset.attrs.get('optimizer', '')}): "
+    return finish_figure(fig, title + str(dataset.attrs.get("status", "")), path)
+
+
+def _draw_observed(dataset: xr.Dataset, name: str, coord: str, ax, res_ax, log: bool) -> None:
+    data, curve = dataset[name], dataset[f"{name}_curve"]
+    x_dense = np.asarray(curve[curve.dims[0]])
+    ax.fill_between(x_dense, np.asarray(dataset[f"{name}_lower"]),
+                    np.asarray(dataset[f"{name}_upper"]), color="C1", alpha=0.2, lw=0,
+                    label="95 % prediction band")  # fmt: skip
+    ax.plot(x_dense, np.asarray(curve), "-", color="C1", lw=1.5, label="fit")
+    ax.plot(np.asarray(dataset[coord]), np.asarray(data), "o", color="C0", ms=4, label="data")
+    ax.set_ylabel(label(data))
+    ax.tick_params(labelbottom=False)
+    if log:
+        set_log_scale(ax, "y")
+    residual = dataset[f"{name}_residual"]
+    res_ax.axhline(0.0, color="0.5", lw=0.8)
+    res_ax.plot(np.asarray(dataset[coord]), np.asarray(residual), "o", color="C0", ms=3)
+    what = "log(data/fit)" if log else "data − fit"
+    res_ax.set_ylabel(f"{what} [{residual.attrs.get('units', '1')}]", fontsize=8)
+    res_ax.set_xlabel(label(dataset[coord]))
+    x = np.asarray(dataset[coord], dtype=float)
+    if np.all(x == np.round(x)):  # whole numbers (years, days): no half ticks
+        from matplotlib.ticker import MaxNLocator
+
+        res_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
