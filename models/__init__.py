@@ -5,6 +5,7 @@ See `docs/zoo.md` for the equations, parameters and sources.
 """
 
 from difsim.models._advection import LinearAdvection as LinearAdvection
+from difsim.models._bouncing_ball import BouncingBall as BouncingBall
 from difsim.models._burgers import Burgers as Burgers
 from difsim.models._decay import ExponentialDecay as ExponentialDecay
 from difsim.models._double_well import DoubleWellLangevin as DoubleWellLangevin
@@ -22,8 +23,10 @@ from difsim.models._oregonator import Oregonator as Oregonator
 from difsim.models._ornstein_uhlenbeck import OrnsteinUhlenbeck as OrnsteinUhlenbeck
 from difsim.models._oscillator import HarmonicOscillator as HarmonicOscillator
 from difsim.models._pendulum import DampedDrivenPendulum as DampedDrivenPendulum
+from difsim.models._pharmacokinetics import OralDosing as OralDosing
 from difsim.models._robertson import Robertson as Robertson
 from difsim.models._stochastic_sir import StochasticSIR as StochasticSIR
+from difsim.models._thermostat import Thermostat as Thermostat
 from difsim.models._van_der_pol import VanDerPol as VanDerPol
 from difsim.models._wave import Wave as Wave
 
@@ -51,4 +54,7 @@ MODELS: dict[str, type] = {
     "ornstein_uhlenbeck": OrnsteinUhlenbeck,
     "double_well": DoubleWellLangevin,
     "stochastic_sir": StochasticSIR,
+    "bouncing_ball": BouncingBall,
+    "oral_dosing": OralDosing,
+    "thermostat": Thermostat,
 }

@@ -130,10 +130,11 @@ def test_fragments_are_few_and_every_doc_with_code_runs():
     skipped = [f"{b.path}:{b.line}" for b in blocks if b.skip]
     assert len(skipped) <= MAX_SKIPPED, f"too many skipped blocks: {skipped}"
     assert len(blocks) - len(skipped) >= 20  # the extractor still finds the docs' code
+    from .test_docs_events import HERE as EVENTS
     from .test_docs_guides import HERE as GUIDES
     from .test_docs_stochastic import HERE as STOCHASTIC
 
-    covered = sorted(HERE + GUIDES + STOCHASTIC)
+    covered = sorted(HERE + GUIDES + STOCHASTIC + EVENTS)
     assert covered == sorted(str(p.relative_to(ROOT)) for p in RUNNABLE), covered
 
 

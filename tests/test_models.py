@@ -168,9 +168,11 @@ def test_models_table_lists_every_exported_model():
     }
     assert set(MODELS.values()) == exported
     # Every ODE model has a scipy reference here; PDE models (a `grid`) are checked against
-    # exact solutions in tests/test_pde_*.py.
-    # (Stochastic models are checked against exact laws in tests/test_sde_models.py.)
-    deterministic = {n for n, c in MODELS.items() if not c().grids() and not c.is_stochastic()}
+    # exact solutions in tests/test_pde_*.py, hybrid models (`events`) against closed forms
+    # in tests/test_events.py, stochastic models against exact laws in tests/test_sde_models.py.
+    deterministic = {
+        n for n, c in MODELS.items() if not c().grids() and not c.is_stochastic() and not c.events
+    }
     assert deterministic == set(REFERENCES) | set(INDEPENDENT_RHS)
     assert len(set(MODELS.values())) == len(MODELS)  # no class under two names
 

@@ -17,12 +17,14 @@ import difsim.models
 import difsim.solvers
 
 DIFSIM = {
+    "AbstractEvent": "class",
     "AbstractTransform": "class",
     "BoundaryCondition": "class",
     "Bounded": "class",
     "ConfigError": "class",
     "Dirichlet": "class",
     "Event": "class",
+    "EventRecord": "class",
     "Experiment": "class",
     "FitResult": "class",
     "Grid": "class",
@@ -43,6 +45,7 @@ DIFSIM = {
     "Solution": "class",
     "State": "class",
     "Status": "class",
+    "TimeEvent": "class",
     "Uniform": "class",
     "Var": "class",
     "VarInfo": "class",
@@ -87,6 +90,7 @@ DIFSIM = {
 }
 
 MODELS = {
+    "BouncingBall": "class",
     "Burgers": "class",
     "DampedDrivenPendulum": "class",
     "DoubleWellLangevin": "class",
@@ -103,12 +107,14 @@ MODELS = {
     "LotkaVolterra": "class",
     "MODELS": "dict",
     "NavierStokes2D": "class",
+    "OralDosing": "class",
     "Oregonator": "class",
     "OrnsteinUhlenbeck": "class",
     "Robertson": "class",
     "SEIR": "class",
     "SIR": "class",
     "StochasticSIR": "class",
+    "Thermostat": "class",
     "VanDerPol": "class",
     "Wave": "class",
 }

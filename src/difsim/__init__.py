@@ -13,11 +13,14 @@ from difsim._config import (
     load_config as load_config,
 )
 from difsim._core import (
+    AbstractEvent as AbstractEvent,
     Event as Event,
+    EventRecord as EventRecord,
     Model as Model,
     Noise as Noise,
     Solution as Solution,
     State as State,
+    TimeEvent as TimeEvent,
     Var as Var,
     VarInfo as VarInfo,
     brownian_path as brownian_path,

@@ -25,7 +25,7 @@ class Status(enum.IntEnum):
     solve that gives them:
 
     - `simulate`, `sweep`: `SUCCESS`, `EVENT`, `MAX_STEPS`, `DT_MIN`, `NONFINITE`,
-      `NONLINEAR_SOLVER`, `LINEAR_SOLVER`, `MAX_REJECTED`, `INTERNAL`.
+      `NONLINEAR_SOLVER`, `LINEAR_SOLVER`, `MAX_REJECTED`, `INTERNAL`, `EVENT_LIMIT`.
     - `fit` (`FitResult.status`): `CONVERGED`, `COMPLETED`, `FIT_MAX_STEPS`, `DIVERGED`,
       `OPTIMIZER_FAILED`.
     - `steady_state`: `SUCCESS`, `NEWTON_MAX_STEPS`, `NEWTON_DIVERGED`, `LINEAR_SOLVER`,
@@ -104,6 +104,15 @@ class Status(enum.IntEnum):
         15,
         "newton_diverged",
         "Newton's method diverged; start from a guess nearer an equilibrium",
+    )
+    EVENT_LIMIT = (
+        16,
+        "event_limit",
+        "more events than max_events happened: the solve stopped at the first one over the "
+        "cap (t_end, y_end hold the time and the state just before it); raise max_events, "
+        "or the model may chatter (infinitely many events in finite time, e.g. a bouncing "
+        "ball with restitution < 1 coming to rest: end the solve before that time, or add "
+        "a terminal event)",
     )
 
     def __new__(cls, value: int, text: str, message: str):

@@ -57,7 +57,7 @@ class TimeSpec:
     @property
     def n_saved(self) -> int:
         """How many times are saved."""
-        if self.save == "final":
+        if self.save in ("final", "dense"):  # "dense": the final state, and the interpolant
             return 1
         return self.save if isinstance(self.save, int) else len(self.save)
 

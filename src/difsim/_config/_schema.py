@@ -71,8 +71,8 @@ MAX_STEPS = Kind("a positive integer below 2**31", lambda v: is_int(v) and 0 < v
 STRING = Kind("a non-empty string", lambda v: isinstance(v, str) and v != "")
 TABLE = Kind("a table of `name = value` entries", lambda v: isinstance(v, dict))
 SAVE = Kind(
-    '"final", a number of save points (an integer >= 1) or a list of times',
-    lambda v: v == "final" or (is_int(v) and v >= 1) or isinstance(v, list),
+    '"final", "dense", a number of save points (an integer >= 1) or a list of times',
+    lambda v: v in ("final", "dense") or (is_int(v) and v >= 1) or isinstance(v, list),
 )
 BOOL = Kind("true or false", lambda v: isinstance(v, bool))
 NON_NEGATIVE_INT = Kind("an integer >= 0", lambda v: is_int(v) and v >= 0)

@@ -264,6 +264,12 @@ def _check_settings(
 def _check_keep(keep: str | list[str], cls: type[Model], time: TimeSpec) -> None:
     """Check `keep` against the model's variables and observables and the saved times."""
     save = time.save
+    if save == "dense":
+        raise ConfigError(
+            '"dense" keeps the interpolant of one solve; a sweep stores values at save '
+            "times: give a number of points or a list of times",
+            "time.save",
+        )
     save_text = repr(save) if not isinstance(save, tuple) else f"[{len(save)} times]"
     try:
         plan_keep(keep, cls, field_defaults(cls)["state"], time.n_saved, save_text)

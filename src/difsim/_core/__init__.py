@@ -7,8 +7,16 @@ from difsim._core._custom_types import (
     SaveLike as SaveLike,
     Times as Times,
 )
+from difsim._core._dense import (
+    DenseOutput as DenseOutput,
+)
 from difsim._core._event import (
+    AbstractEvent as AbstractEvent,
     Event as Event,
+    TimeEvent as TimeEvent,
+)
+from difsim._core._event_record import (
+    EventRecord as EventRecord,
 )
 from difsim._core._model import (
     Model as Model,

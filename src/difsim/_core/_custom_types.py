@@ -8,5 +8,5 @@ from jaxtyping import Array, ArrayLike, Float, Real
 RealScalarLike: TypeAlias = float | int | Real[ArrayLike, ""]
 Times: TypeAlias = Float[ArrayLike, " time"] | Sequence[float]
 # What `simulate(save=...)` accepts (checked into a `SaveSpec`).
-SaveLike: TypeAlias = Literal["final"] | int | Times | None
+SaveLike: TypeAlias = Literal["final", "dense"] | int | Times | None
 FloatArray: TypeAlias = Float[Array, "..."]

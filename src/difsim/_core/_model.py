@@ -66,6 +66,9 @@ class Model(eqx.Module):
 
     Class-level options (`ClassVar`): `time_units` (a UDUNITS string, e.g. `"s"`; `None`
     is written `"1"`, model units), `stiff` (pick a stiff solver by default),
+    `events` (a tuple of [`Event`][]s and [`TimeEvent`][]s: impacts, doses, switches that
+    change the state or end the solve; see docs/events.md), `max_events` (most events in
+    one solve, default 100),
     `solver_defaults` (settings `simulate`/`sweep`/configs use when the caller leaves them
     unset, e.g. `{"solver": "etdrk4", "dt0": 0.25}`; `dt0` and `controller` apply only
     with the model's own solver), and how outputs are drawn: `phase` (a pair of variables
@@ -84,6 +87,8 @@ class Model(eqx.Module):
     time_units: ClassVar[str | None] = None
     stiff: ClassVar[bool] = False
     phase: ClassVar[tuple[str, str] | None] = None
+    events: ClassVar[tuple[Any, ...]] = ()
+    max_events: ClassVar[int] = 100
     phase_aspect: ClassVar[str] = "auto"
     plot_time_scale: ClassVar[str] = "linear"
     invariants: ClassVar[dict[str, VarInfo]] = {}

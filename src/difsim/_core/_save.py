@@ -149,6 +149,12 @@ def _check_span(t0: RealScalarLike, t1: RealScalarLike) -> None:
 def _check_save(save: SaveLike, t0, t1) -> tuple[Real[ArrayLike, " time"] | None, int, str]:
     """`(ts, n_saved, save_text)` for a `save` argument, raising on nonsense."""
     if isinstance(save, str):
+        if save == "dense":
+            raise ValueError(
+                "save='dense' keeps the solver's interpolant, which only ds.simulate returns "
+                "(Solution.evaluate); sweeps and the ensemble engine store values at save "
+                "times: give save = n (a number of points) or a list of times"
+            )
         if save != "final":
             raise ValueError(f"save must be 'final', a number of points or times, got {save!r}")
         return None, 1, "'final'"

@@ -1,6 +1,6 @@
 """`simulate`: solve a model's ODE with diffrax and return a labelled `Solution`."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import diffrax as dfx
@@ -12,8 +12,10 @@ from jaxtyping import PRNGKeyArray
 from difsim import solvers
 from difsim._core._adjoint import forward_mode_error, forward_only
 from difsim._core._custom_types import RealScalarLike, SaveLike, Times
-from difsim._core._event import Event, to_diffrax_event
+from difsim._core._event import AbstractEvent
+from difsim._core._event_plan import EventPlan, plan_events
 from difsim._core._fixed_step import plan_scan, scan_solve
+from difsim._core._hybrid import solve_hybrid
 from difsim._core._model import Model
 from difsim._core._nonfinite import guard_nonfinite
 from difsim._core._progress_meter import solve_meter
@@ -46,7 +48,8 @@ def simulate(
     max_steps: int | None = None,
     root_tol: float | None = None,
     adjoint: str | dfx.AbstractAdjoint = "checkpoint",
-    event: Event | Callable | None = None,
+    event: AbstractEvent | Callable | Sequence[AbstractEvent | Callable] | None = None,
+    max_events: int | None = None,
     throw: bool = True,
     progress: bool = False,
     sharding: NamedSharding | None = None,
@@ -62,7 +65,10 @@ def simulate(
     - `t`: save times, shape `(time,)`.
     - `t0`, `t1`: start and end of the solve (`t1 > t0`), when `t` is not given.
     - `save`: `"final"` (only the state at `t1`), an integer `n` (`n` evenly spaced times
-      from `t0` to `t1`; default 101), or an array of times in `[t0, t1]`.
+      from `t0` to `t1`; default 101), an array of times in `[t0, t1]`, or `"dense"`: the
+      solver's interpolant is kept ([`Solution.evaluate`][difsim.Solution.evaluate] gives
+      the state at any time; `ys` holds the final state, as with `"final"`).
+      At an event time the saved state is the one just after the event.
     - `key`: for a stochastic model (one with `diffusion`; see `docs/stochastic.md`), the
       PRNG key of its Brownian path, e.g. `jax.random.key(0)`: the same key gives the same
       path, whatever the solver and its steps. Required for such a model, refused otherwise.
@@ -91,14 +97,18 @@ def simulate(
       recursive checkpointing; default), `"forward"` (forward mode only; best for few
       parameters and `jax.jacfwd`), `"backsolve"` (continuous adjoint, O(1) memory; raises
       if its backward solve fails), `"direct"` (both modes), or a diffrax adjoint.
-    - `event`: an [`Event`][] (or a callable `(t, s, model) -> scalar`) that ends the solve.
+    - `event`: an [`Event`][] or [`TimeEvent`][] (a callable `(t, s, model) -> scalar` is
+      an `Event` that ends the solve), or a list of them, in addition to the model's own
+      `events`. Events that happened are in `Solution.events`.
+    - `max_events`: most events in one solve (default: the model's `max_events`, 100);
+      one more ends the solve with `Status.EVENT_LIMIT` (a chattering model cannot hang).
     - `throw`: if `True` (default) a failed solve raises an error with a hint; if `False` the
       failure is reported in `Solution.status` and the failed values are NaN (what sweeps use).
       A right-hand side that turns NaN/inf ends an adaptive solve there, `Status.NONFINITE`.
     - `progress`: report progress in model time while solving (`t = 412.5 of 2000 s`): a
       bar on a terminal, log lines elsewhere (docs: "Progress and logging"). It costs a
       host callback every few steps (about 1 %), and keeps the program out of JAX's
-      persistent compilation cache.
+      persistent compilation cache. None when events restart the solve.
     - `sharding`: split the fields of a PDE model across devices, e.g.
       `ds.domain_sharding(model.grid)` (a `NamedSharding` for one field; state arrays with
       more axes are split along their trailing ones). Results equal the unsharded solve.
@@ -110,7 +120,8 @@ def simulate(
     if not isinstance(model, Model):
         raise TypeError(f"simulate expects a difsim.Model instance, got {type(model).__name__}")
     key = check_key(model, key, brownian)
-    times = _save_spec(t, t0=t0, t1=t1, save=save)
+    dense = isinstance(save, str) and save == "dense"
+    times = _save_spec(t, t0=t0, t1=t1, save="final" if dense else save)
     given = dict(controller=controller, dt0=dt0, rtol=rtol, atol=atol, max_steps=max_steps,
                  root_tol=root_tol)  # fmt: skip
     state0 = model.initial_state()
@@ -128,9 +139,7 @@ def simulate(
         field = VectorField(layout, "rhs")
         name = type(model).__name__
         check_explicit_step(settings.solver, field, model, times.t0, y0, settings.dt0, name)
-    dfx_event = None
-    if event is not None:
-        dfx_event = to_diffrax_event(event, layout, settings.rtol, settings.atol)
+    dfx_event = plan_events(model, event, layout, settings.rtol, settings.atol, max_events, dense)
     _check_adjoint_and_sharding(dfx_event, adjoint_obj, sharding)
     ts = times.save_times()
     scan_plan = plan_scan(
@@ -158,24 +167,13 @@ def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout
     terms = model_terms(model, layout, settings, key, t0, t1, dt0)
     ts = None if ts is None else jnp.asarray(ts, dtype)
     return _solve(
-        model,
-        ts,
-        t0,
-        t1,
-        dt0,
-        terms=terms,
-        solver=settings.solver,
+        model, ts, t0, t1, dt0, terms=terms, solver=settings.solver,
         controller=solve_controller(settings, key, ts, times.final_only),
-        adjoint=adjoint_obj,
-        event=dfx_event,
+        adjoint=adjoint_obj, event=dfx_event,
         meter=solve_meter(model, times, layout) if progress else dfx.NoProgressMeter(),
-        layout=layout,
-        final_only=times.final_only,
-        max_steps=settings.max_steps,
-        throw=throw,
-        sharding=sharding,
-        scan_plan=scan_plan,
-    )
+        layout=layout, final_only=times.final_only, max_steps=settings.max_steps, throw=throw,
+        sharding=sharding, scan_plan=scan_plan,
+    )  # fmt: skip
 
 
 def _save_spec(t, **loose) -> SaveSpec:
@@ -213,11 +211,12 @@ def _checked_layout(model: Model, state0: State, imex: bool) -> Layout:
     return layout
 
 
-def _check_adjoint_and_sharding(event, adjoint: dfx.AbstractAdjoint, sharding) -> None:
-    if event is not None and isinstance(adjoint, dfx.BacksolveAdjoint):
+def _check_adjoint_and_sharding(plan: EventPlan | None, adjoint, sharding) -> None:
+    if plan is not None and isinstance(adjoint, dfx.BacksolveAdjoint):
+        what = "events" if plan.events else "dense output"
         raise ValueError(
-            "adjoint='backsolve' cannot differentiate through a terminating event; use "
-            "adjoint='checkpoint' (or 'forward')"
+            f"adjoint='backsolve' cannot differentiate a solve with {what} (a terminating "
+            "event included); use adjoint='checkpoint' (or 'forward')"
         )
     if sharding is not None and not isinstance(sharding, NamedSharding):
         raise TypeError(
@@ -251,12 +250,18 @@ def _solve(
     y0 = constrain(layout.pack(model.initial_state().values), sharding, field_ndim)
     if scan_plan is not None:
         sol = _scan_solve(terms, solver, ts, t0, t1, dt0, y0, model, final_only, scan_plan)
+    elif event is not None:  # events or dense output: from event to event (`_hybrid.py`)
+        sol = solve_hybrid(
+            event, terms=terms, solver=solver, t0=t0, t1=t1, dt0=dt0, y0=y0, model=model,
+            ts=None if final_only else ts, controller=guard_nonfinite(controller),
+            adjoint=adjoint, max_steps=max_steps, layout=layout, meter=meter,
+        )  # fmt: skip
     else:
         sol = _diffrax_solve(
-            terms, solver, t0, t1, dt0, y0, model, _saveat(ts, final_only, event), controller,
-            adjoint, event, max_steps, meter,
+            terms, solver, t0, t1, dt0, y0, model, ts, final_only, controller, adjoint,
+            max_steps, meter,
         )  # fmt: skip
-    status = status_from_result(sol.result)
+    status = status_from_result(sol.result) if event is None else sol.status
     if event is None:
         saved_ts, saved_ys = sol.ts, sol.ys
     else:
@@ -268,15 +273,17 @@ def _solve(
     else:
         out_ts = ts
     t_end = y_end = None
+    extras = (None, None)  # the event record and the dense output
     if event is not None:
         t_end = sol.ts[1][0]
         y_end = {k: v[0] for k, v in layout.unpack(sol.ys[1], axis=1).items()}
-    out_ts, ys, t_end, y_end = forward_only(adjoint, (out_ts, ys, t_end, y_end))
+        extras = (sol.record if event.events else None, sol.dense)
+    out_ts, ys, t_end, y_end, extras = forward_only(adjoint, (out_ts, ys, t_end, y_end, extras))
     if throw:
         mostly_rejected = sol.stats["num_rejected_steps"] > sol.stats["num_accepted_steps"]
-        out_ts, ys, status, t_end, y_end = _raise_if_failed(
-            type(model).__name__, out_ts, ys, status, t_end, y_end, sharded=sharding is not None,
-            hint=(_is_implicit(solver), mostly_rejected),
+        out_ts, ys, status, t_end, y_end, extras = _raise_if_failed(
+            type(model).__name__, out_ts, ys, status, (t_end, y_end, extras),
+            sharded=sharding is not None, hint=(_is_implicit(solver), mostly_rejected),
         )  # fmt: skip
     return Solution(
         ts=out_ts,
@@ -287,6 +294,8 @@ def _solve(
         num_rejected_steps=sol.stats["num_rejected_steps"],
         t_end=t_end,
         y_end=y_end,
+        events=extras[0],
+        dense=extras[1],
         model=model,
         var_info=layout.info,
         solver=type(solver).__name__,
@@ -313,34 +322,16 @@ def _scan_solve(terms, solver, ts, t0, t1, dt0, y0, model, final_only, plan) -> 
     )
 
 
-def _saveat(ts, final_only: bool, event) -> dfx.SaveAt:
-    save = dict(t1=True) if final_only else dict(ts=ts)
-    # With an event, a second save of the end point gives `t_end`/`y_end`. Without one, a
-    # plain SaveAt: diffrax's BacksolveAdjoint rejects `SaveAt(subs=...)`.
-    if event is None:
-        return dfx.SaveAt(**save)
-    return dfx.SaveAt(subs=[dfx.SubSaveAt(**save), dfx.SubSaveAt(t1=True)])
-
-
 def _diffrax_solve(
-    terms, solver, t0, t1, dt0, y0, model, saveat, controller, adjoint, event, max_steps, meter
+    terms, solver, t0, t1, dt0, y0, model, ts, final_only, controller, adjoint, max_steps, meter
 ):
+    # A plain SaveAt: diffrax's BacksolveAdjoint rejects `SaveAt(subs=...)`.
+    saveat = dfx.SaveAt(t1=True) if final_only else dfx.SaveAt(ts=ts)
     return dfx.diffeqsolve(
-        terms,
-        solver,
-        t0,
-        t1,
-        dt0,
-        y0,
-        args=model,
-        saveat=saveat,
-        stepsize_controller=guard_nonfinite(controller),
-        adjoint=adjoint,
-        event=event,
-        max_steps=max_steps,
-        throw=False,
-        progress_meter=meter,
-    )
+        terms, solver, t0, t1, dt0, y0, args=model, saveat=saveat,
+        stepsize_controller=guard_nonfinite(controller), adjoint=adjoint,
+        max_steps=max_steps, throw=False, progress_meter=meter,
+    )  # fmt: skip
 
 
 def _blank_unreached(saved_ts, saved_ys, status, layout: Layout, final_only: bool):
@@ -365,9 +356,10 @@ def _blank_unreached(saved_ts, saved_ys, status, layout: Layout, final_only: boo
     return ys, status
 
 
-def _raise_if_failed(name: str, out_ts, ys, status, t_end, y_end, *, sharded: bool, hint):
+def _raise_if_failed(name: str, out_ts, ys, status, ends, *, sharded: bool, hint):
     """The outputs, guarded by a runtime error (with the status's message) if the solve
     failed: `eqx.branched_error_if` on every output, so no read of them skips the check.
+    `ends`: `(t_end, y_end, extras)`, where the solve stopped and what events add.
     `hint`: `(implicit, mostly_rejected)` (a static and a traced bool), for `MAX_STEPS`."""
     failed = ~((status == Status.SUCCESS) | (status == Status.EVENT))
     messages = [f"simulate({name}) failed [{s.name}]: {s.message}" for s in Status]
@@ -380,16 +372,17 @@ def _raise_if_failed(name: str, out_ts, ys, status, t_end, y_end, *, sharded: bo
     status_index = jnp.where(max_steps, len(Status) + mostly_rejected.astype(status.dtype), status)
     # Guard every output: under an outer jit, a check attached to `ts` alone is dead
     # code (and silently dropped) whenever the caller only reads `ys`.
+    t_end, y_end, extras = ends
     if not sharded:
         return eqx.branched_error_if(
-            (out_ts, ys, status, t_end, y_end), failed, status_index, messages
+            (out_ts, ys, status, t_end, y_end, extras), failed, status_index, messages
         )
     # The check's host callback would gather sharded fields onto one device: guard the
     # small outputs only (read `status` or `ts` to be sure it runs under jit).
     out_ts, status, t_end = eqx.branched_error_if(
         (out_ts, status, t_end), failed, status_index, messages
     )
-    return out_ts, ys, status, t_end, y_end
+    return out_ts, ys, status, t_end, y_end, extras
 
 
 def _is_implicit(solver) -> bool:

@@ -16,8 +16,11 @@ def method_for(settings: SolverSettings) -> AbstractEnsembleMethod | None:
     return None if cls is None else cls()
 
 
-def unsupported(settings: SolverSettings) -> str | None:
-    """Why the ensemble engine cannot run a solve with `settings`, or `None` if it can."""
+def unsupported(settings: SolverSettings, model=None) -> str | None:
+    """Why the ensemble engine cannot run a solve with `settings` (of `model`, when given),
+    or `None` if it can."""
+    if model is not None and getattr(type(model), "events", ()):
+        return f"{type(model).__name__} has events, which the ensemble engine does not handle"
     solver = type(settings.solver).__name__
     if type(settings.solver) not in METHODS:
         names = ", ".join(sorted(cls.name for cls in METHODS.values()))

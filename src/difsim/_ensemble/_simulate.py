@@ -70,7 +70,7 @@ def simulate_ensemble(
     settings = solver_settings(
         model, solver=solver, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps
     )
-    if (reason := unsupported(settings)) is not None:
+    if (reason := unsupported(settings, model)) is not None:
         raise ValueError(f"simulate_ensemble: {reason}; use jax.vmap(ds.simulate) instead")
     return run_ensemble(model, check_points(model, points), times, settings, block_size)
 

@@ -38,6 +38,10 @@ def to_xarray(
     and `long_name` attributes; a `time` coordinate in the model's `time_units`; grid
     coordinates in the grid's units; `status` (a [`Status`][] code with CF flag
     attributes) and `num_steps`; the model's declared `invariants` along the saved times.
+    A model with events adds the event record over an `event` dimension (as long as the
+    most events any trajectory had): `event_count`, `event_time` (NaN padding), `event_type`
+    (an index into the event names, which its CF `flag_meanings` list; -1 padding), and
+    `<var>_before_event`, `<var>_after_event`.
     Scalar parameters go into the Dataset's attributes (with `<name>_units`); parameters
     that vary over the batch become data variables over the batch dims. Undeclared units
     are written `"1"` (dimensionless, model units). Global attributes follow CF
@@ -73,7 +77,13 @@ def to_xarray(
             np.asarray(solution.t_end),
             dict(long_name="time the solve stopped (event)", units=coords["time"][2]["units"]),
         )
+    if getattr(solution, "events", None) is not None:
+        time_units = coords["time"][2]["units"]
+        data_vars.update(_event_variables(solution, batch_dims, time_units))
     attrs = _run_attrs(solution, status)
+    if getattr(solution, "events", None) is not None:
+        attrs["events"] = " ".join(solution.events.names)
+        attrs["max_events"] = int(np.shape(solution.events.times)[-1])
     _add_parameters(solution.model, status, batch_dims, batch_coords, attrs, coords, data_vars)
     attrs = {k: v for k, v in attrs.items() if attr_value(v) is not None}
     return xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
@@ -110,6 +120,38 @@ def _state_variables(solution, batch_dims: tuple[str, ...], coords: dict) -> dic
                 coords[dim] = (dim, extra_coords[dim], attrs)
         data_vars[name] = ((*batch_dims, "time", *dims), values, var_attrs(info))
     return data_vars
+
+
+def _event_variables(solution, batch_dims: tuple[str, ...], time_units: str) -> dict[str, Any]:
+    """The event record as variables over `(*batch, "event")`, cut to the most events any
+    trajectory had (the rest is padding)."""
+    record = solution.events
+    count = np.asarray(record.count)
+    n = int(count.max()) if count.size else 0
+    dims = (*batch_dims, "event")
+    flags = dict(
+        flag_values=list(range(len(record.names))),
+        flag_meanings=" ".join(record.names),
+        long_name="which event (-1: padding past event_count)",
+    )
+    out: dict[str, Any] = {
+        "event_count": (
+            batch_dims, count.astype(np.int32), dict(long_name="number of events", units="1")
+        ),
+        "event_time": (
+            dims, np.asarray(record.times)[..., :n], dict(long_name="event time", units=time_units)
+        ),
+        "event_type": (dims, np.asarray(record.which)[..., :n].astype(np.int32), flags),
+    }  # fmt: skip
+    model = solution.model
+    for name, info in solution.var_info:
+        for side, values in (("before", record.before), ("after", record.after)):
+            array = np.take(np.asarray(values[name]), np.arange(n), axis=len(batch_dims))
+            var_dims = info.dims or model.default_dims(name, array.ndim - len(dims))
+            attrs = var_attrs(info)
+            attrs["long_name"] = f"{info.description or name} just {side} the event"
+            out[f"{name}_{side}_event"] = ((*dims, *var_dims), array, attrs)
+    return out
 
 
 def _run_attrs(solution, status: np.ndarray) -> dict[str, Any]:

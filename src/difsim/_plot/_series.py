@@ -57,8 +57,9 @@ def plot_series(
     drawn as a space–time image. The model's declarations, stored in the Dataset, decide
     the rest: a log time axis (`plot_time_scale`), angles wrapped into one turn
     (`wrap_period`), a phase portrait (`phase=("x", "z")`, default the model's `phase`;
-    equal aspect where declared), and a panel of the relative drift of each invariant. With
-    `path`, the figure is saved there (PNG at 120 dpi).
+    equal aspect where declared), and a panel of the relative drift of each invariant.
+    Events of a hybrid model (`event_time`) are marked on the scalar panels by dotted
+    vertical lines. With `path`, the figure is saved there (PNG at 120 dpi).
 
     **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
     """
@@ -82,6 +83,7 @@ def plot_series(
     for ax in axes[1:]:
         ax.sharex(axes[0])
     _draw_series(dataset, names, axes)
+    _mark_events(dataset, [ax for ax, n in zip(axes, names) if dataset[n].ndim == 1])
     if side:
         right = grid[:, 1].subgridspec(int(phase is not None) + int(bool(invariants)), 1)
         row = 0
@@ -95,6 +97,36 @@ def plot_series(
     if status is not None and status.ndim == 0 and int(status) != 0:
         title += f"  [{Status(int(status)).name}]"
     return finish_figure(fig, title, path)
+
+
+MAX_MARKED_EVENTS = 500  # beyond this, lines would only grey out the panel
+
+
+def _mark_events(dataset: xr.Dataset, axes) -> None:
+    """Dotted vertical lines at the event times of an unbatched run, one colour per event
+    type, with a legend naming them on the first panel."""
+    times = dataset.get("event_time")
+    if times is None or times.ndim != 1 or not axes:
+        return
+    kinds = dataset.get("event_type")
+    names = (kinds.attrs.get("flag_meanings", "") if kinds is not None else "").split()
+    t = times.values
+    log = dataset.attrs.get(PLOT_TIME_SCALE) == "log"
+    which = kinds.values if kinds is not None else [0] * len(t)
+    shown = set()
+    for i, (ti, k) in enumerate(zip(t, which)):
+        if i >= MAX_MARKED_EVENTS or ti != ti:  # NaN: padding
+            break
+        if log and ti <= 0:  # not on a log time axis
+            continue
+        colour = f"C{1 + int(k) % 9}"
+        for j, ax in enumerate(axes):
+            legend = None
+            if j == 0 and k not in shown and 0 <= k < len(names):
+                legend, _ = f"event: {names[int(k)]}", shown.add(k)
+            ax.axvline(ti, color=colour, lw=0.6, ls=":", alpha=0.8, label=legend)
+    if shown:
+        axes[0].legend(loc="best", fontsize=7, frameon=False)
 
 
 def _time_axis(dataset: xr.Dataset) -> tuple[np.ndarray, np.ndarray, bool]:

@@ -14,7 +14,6 @@ it stopped and ends with the same numbers.
 import dataclasses
 import logging
 import math
-import sys
 import time
 from functools import lru_cache
 from typing import Any
@@ -26,12 +25,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from difsim._core import Model, simulate
 from difsim._ensemble import with_point
+from difsim._io import progress
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import choose_chunk_size
 from difsim._sweep._mc_setup import statistics_dataset, statistics_setup
 from difsim._sweep._mc_state import MCState, finished_output, load_state, open_output
 from difsim._sweep._options import SweepOptions
-from difsim._sweep._runner import progress_bar
 from difsim._sweep._samples import PathSweep, as_key, path_keys_at
 from difsim._sweep._spec import AbstractSweep
 from difsim._sweep._statistics import (
@@ -197,8 +196,9 @@ def run_statistics(model: Model, spec: PathSweep, options: SweepOptions):
         state = state or MCState.fresh(spec.n_points, setup, n_chunks)
         runner = _Runner(model, spec, setup, mesh, size)
         done_before = state.next_chunk
-        progress = sys.stderr.isatty() if options.progress is None else options.progress
-        with progress_bar(spec.size, state.paths_done(), progress) as bar:
+        task = progress(spec.size, what="Monte Carlo sweep", one="path", many="paths",
+                        show=options.progress is not False, initial=state.paths_done())  # fmt: skip
+        with task as bar:
             if setup.plan.quantiles and state.lo is None:
                 _pilot(runner, spec, setup, state, size)
                 if held is not None:
@@ -211,9 +211,10 @@ def run_statistics(model: Model, spec: PathSweep, options: SweepOptions):
                 state.next_chunk = i + 1
                 if held is not None:
                     held.save(state)
-                bar.update(int(np.sum(lanes.valid)))
+                bar.advance(int(np.sum(lanes.valid)))
                 if options.on_chunk is not None:
                     options.on_chunk(i)
+            bar.finish()
         dataset = statistics_dataset(model, spec, setup, state)
         computed = tuple(range(done_before, n_chunks))
         report = _report(spec, n_chunks, size, n_dev, setup, done_before, computed, start,

@@ -101,7 +101,7 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
     if model.is_stochastic():  # the ensemble engine integrates ODEs: it would drop the noise
         engine, fallback = stochastic_engine(options.engine)
     else:
-        engine, fallback = choose_engine(options.engine, solver.settings)
+        engine, fallback = choose_engine(options.engine, solver.settings, model)
     # The engine is part of the result's identity: the two round differently, and a resumed
     # sweep must not mix their chunks.
     described = {**settings(model, spec, times, solver, plan, dtype), "engine": engine}
@@ -116,7 +116,9 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
     return SweepSetup(times, save, solver, dtype, plan, layout, described, per_traj, engine)
 
 
-def choose_engine(requested: str, settings: SolverSettings) -> tuple[str, str | None]:
+def choose_engine(
+    requested: str, settings: SolverSettings, model: Model | None = None
+) -> tuple[str, str | None]:
     """`(engine, why not the ensemble engine)` for `engine=requested`: `"auto"` takes the
     ensemble engine whenever it supports the solve, and logs why when it does not.
 
@@ -124,7 +126,7 @@ def choose_engine(requested: str, settings: SolverSettings) -> tuple[str, str | 
     """
     if requested == "diffrax":
         return "diffrax", None
-    reason = unsupported(settings)
+    reason = unsupported(settings, model)
     if reason is None:
         return "ensemble", None
     if requested == "ensemble":

@@ -1,0 +1,79 @@
+"""Dense output (`save="dense"`): the solver's interpolant against closed forms, its
+observed order per method, under `vmap` and `grad`, and the errors for what it cannot do.
+(Across event restarts: the bouncing ball of docs/events.md, checked in
+test_docs_events.py.)"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import difsim as ds
+
+OSC = ds.models.HarmonicOscillator(zeta=0.0, omega=1.0)  # x = cos(omega t), v = -omega sin
+T = 4.0
+
+
+def _fixed_step_errors(solver: str, hs) -> tuple[np.ndarray, np.ndarray]:
+    """Max errors of the interpolant at step midpoints and at step ends, fixed steps `hs`
+    (one compile per solver: the step is a traced value)."""
+    mids, ends = [], []
+    for h in hs:
+        sol = ds.simulate(
+            OSC, t0=0.0, t1=T, save="dense", solver=solver, controller="constant", dt0=h,
+            rtol=1e-13, atol=1e-13, max_steps=128,
+        )  # fmt: skip
+        n = int(round(T / h))
+        # Repeated up to one length: one compiled evaluation for every step size.
+        mid, end = (np.resize((np.arange(n) + s) * h, 80) for s in (0.5, 1.0))
+        mids.append(np.max(np.abs(np.asarray(sol.evaluate(mid)["x"]) - np.cos(mid))))
+        ends.append(np.max(np.abs(np.asarray(sol.evaluate(end)["x"]) - np.cos(end))))
+    return np.asarray(mids), np.asarray(ends)
+
+
+# Observed order of the interpolant's error between steps (a local error O(h^(q+1)) of a
+# continuous extension of order q on top of the global error O(h^p) of the steps):
+# Tsit5 and Dopri5 carry 4th-order extensions (error ~h^5, that of their 5th-order steps);
+# Kvaerno5 interpolates with a cubic Hermite polynomial (error ~h^4).
+@pytest.mark.parametrize("solver, order", [("tsit5", 5), ("dopri5", 5), ("kvaerno5", 4)])
+def test_interpolant_order_per_method(solver, order):
+    hs = np.array([0.4, 0.2, 0.1, 0.05])
+    mids, ends = _fixed_step_errors(solver, hs)
+    slope = np.polyfit(np.log(hs), np.log(mids), 1)[0]
+    assert abs(slope - order) < 0.3, (solver, slope, mids)
+    end_slope = np.polyfit(np.log(hs), np.log(ends), 1)[0]
+    assert abs(end_slope - 5) < 0.4, (solver, end_slope)  # the steps themselves: 5th order
+
+
+def test_evaluate_on_a_vmapped_solution_and_through_grad():
+    omegas = jnp.array([0.5, 1.0, 2.0])
+    t = np.array([0.3, 1.7, 3.9])
+
+    def solve(w):
+        return ds.simulate(OSC.replace(omega=w), t0=0.0, t1=T, save="dense", rtol=1e-10,
+                           atol=1e-10)  # fmt: skip
+
+    sols = jax.vmap(solve)(omegas)
+    x = np.asarray(sols.evaluate(t)["x"])
+    assert x.shape == (3, 3)
+    np.testing.assert_allclose(x, np.cos(np.outer(omegas, t)), atol=1e-8)
+    # d/d omega of x(t) = cos(omega t) is -t sin(omega t), through the interpolant.
+    dx = jax.grad(lambda w: solve(w).evaluate(1.7)["x"])(1.0)
+    np.testing.assert_allclose(float(dx), -1.7 * np.sin(1.7), rtol=1e-6)
+
+
+def test_dense_errors_are_clear():
+    sol = ds.simulate(OSC, t0=0.0, t1=1.0, save="dense")
+    with pytest.raises(ValueError, match=r"t = 1.5 lies outside the solved span \[t0, t1\]"):
+        sol.evaluate(1.5)
+    plain = ds.simulate(OSC, t0=0.0, t1=1.0, save="final")
+    with pytest.raises(ValueError, match='simulate with save="dense"'):
+        plain.evaluate(0.5)
+    with pytest.raises(ValueError, match='samples the interpolant: simulate with save="dense"'):
+        plain.to_xarray(times=[0.5])
+    with pytest.raises(ValueError, match="give either t .* or t0/t1/save, not t and save"):
+        ds.simulate(OSC, t=[0.0, 1.0], save="dense")
+    with pytest.raises(ValueError, match="save='dense' keeps the solver's interpolant"):
+        ds.sweep(OSC, ds.GridSweep({"omega": [1.0, 2.0]}), t0=0.0, t1=1.0, save="dense")
+    with pytest.raises(ValueError, match="save='dense' keeps the solver's interpolant"):
+        ds.simulate_ensemble(OSC, {"omega": [1.0, 2.0]}, t0=0.0, t1=1.0, save="dense")
