@@ -13,11 +13,13 @@ from difsim.models._epidemic import SEIR as SEIR, SIR as SIR
 from difsim.models._fitzhugh_nagumo import FitzHughNagumo as FitzHughNagumo
 from difsim.models._gray_scott import GrayScott as GrayScott
 from difsim.models._heat import Heat as Heat
+from difsim.models._hires import Hires as Hires
 from difsim.models._kepler import Kepler as Kepler
 from difsim.models._kuramoto_sivashinsky import KuramotoSivashinsky as KuramotoSivashinsky
 from difsim.models._lorenz import Lorenz as Lorenz
 from difsim.models._lotka_volterra import LotkaVolterra as LotkaVolterra
 from difsim.models._navier_stokes import NavierStokes2D as NavierStokes2D
+from difsim.models._oregonator import Oregonator as Oregonator
 from difsim.models._ornstein_uhlenbeck import OrnsteinUhlenbeck as OrnsteinUhlenbeck
 from difsim.models._oscillator import HarmonicOscillator as HarmonicOscillator
 from difsim.models._pendulum import DampedDrivenPendulum as DampedDrivenPendulum
@@ -38,6 +40,8 @@ MODELS: dict[str, type] = {
     "sir": SIR,
     "seir": SEIR,
     "robertson": Robertson,
+    "oregonator": Oregonator,
+    "hires": Hires,
     "kepler": Kepler,
     "heat": Heat,
     "advection": LinearAdvection,

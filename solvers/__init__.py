@@ -6,7 +6,8 @@ without import cycles. Every name a config may use is listed in [`SOLVERS`][],
 [`CONTROLLERS`][] and [`ADJOINTS`][]; each entry builds a diffrax object. The PDE steppers
 ([`ETDRK4`][], [`CrankNicolson`][], [`BackwardEuler`][]) are diffrax solvers for a
 `MultiTerm(non-stiff, linear stiff)`; [`newton_krylov`][] makes an implicit solver
-matrix-free; [`Rodas5P`][] is a Rosenbrock method for small stiff systems. Stochastic
+matrix-free; [`Rodas5P`][] is a Rosenbrock method for small stiff systems; [`StageNewton`][]
+solves the stages of the named implicit solvers (its `kappa` is their `root_tol`). Stochastic
 models take the SDE solvers of [`SDE_SOLVERS`][] (Euler–Maruyama, Milstein, Heun, ShARK, …).
 """
 
@@ -22,6 +23,7 @@ from difsim.solvers._registry import (
     ADJOINT_DESCRIPTIONS as ADJOINT_DESCRIPTIONS,
     ADJOINTS as ADJOINTS,
     CONTROLLERS as CONTROLLERS,
+    DEFAULT_ROOT_TOL as DEFAULT_ROOT_TOL,
     SOLVERS as SOLVERS,
     SolverInfo as SolverInfo,
     make_adjoint as make_adjoint,
@@ -39,3 +41,4 @@ from difsim.solvers._sde import (
     sde_solver_info as sde_solver_info,
 )
 from difsim.solvers._spectral_term import SpectralODETerm as SpectralODETerm
+from difsim.solvers._stage_newton import StageNewton as StageNewton

@@ -3,10 +3,10 @@
 import diffrax as dfx
 import equinox as eqx
 import lineax as lx
-import optimistix as optx
 
 from difsim.solvers._linear_implicit import ScaledKrylov
-from difsim.solvers._registry import make_solver
+from difsim.solvers._registry import DEFAULT_ROOT_TOL, make_solver
+from difsim.solvers._stage_newton import StageNewton
 
 
 def newton_krylov(
@@ -23,9 +23,9 @@ def newton_krylov(
     with a Newton-type root finder whose default linear solver materialises the dense
     Jacobian and LU-factorises it: $O(n^2)$ memory and $O(n^3)$ work for a state of $n$
     entries, prohibitive for method-of-lines on 2-D/3-D grids. Here the root finder's linear
-    solver becomes GMRES inside an `optimistix.Newton` root finder (Jacobian-free
-    Newton–Krylov): each iteration linearises with `jax.linearize` and GMRES needs only
-    Jacobian-vector products, so memory stays $O(n)$.
+    solver becomes GMRES inside a Newton iteration ([`StageNewton`][] re-linearising at
+    every iteration: Jacobian-free Newton–Krylov): each iteration linearises with
+    `jax.linearize` and GMRES needs only Jacobian-vector products, so memory stays $O(n)$.
 
     Unpreconditioned GMRES needs more iterations as $h\,\|J\|$ grows (fine diffusive
     grids, large steps); `restart` bounds its memory.
@@ -34,7 +34,7 @@ def newton_krylov(
 
     - `solver`: a registered name (`"kvaerno5"`, `"kencarp4"`, ...) or a diffrax implicit
         solver instance; its root finder keeps its tolerances (those of the step-size
-        controller, for named solvers).
+        controller, for named solvers) and its `kappa` (`root_tol`), if it has one.
     - `rtol`, `atol`: GMRES tolerances on each Newton correction (an inexact Newton method
         needs only a few digits); `atol=None` scales it with the residual (see
         [`ScaledKrylov`][]).
@@ -59,10 +59,11 @@ def newton_krylov(
                      max_steps=max_steps)  # fmt: skip
     if atol is None:
         gmres = ScaledKrylov(gmres)
-    # Newton, not Chord: optimistix 0.1.0's Chord applies `lax.stop_gradient` to the linear
-    # solver's state, which for GMRES is the linearised operator itself (not an array), and
-    # fails. Newton re-linearises at each iteration, which matrix-free costs one evaluation.
-    newton = optx.Newton(rtol=1.0, atol=1.0, kappa=getattr(old, "kappa", 1e-2), linear_solver=gmres)
+    # Newton, not chord: matrix-free, re-linearising costs one evaluation per iteration,
+    # and a Krylov solve has no factorisation to reuse.
+    kappa = getattr(old, "kappa", DEFAULT_ROOT_TOL)
+    newton = StageNewton(rtol=1.0, atol=1.0, kappa=kappa, reuse_jacobian=False,
+                         linear_solver=gmres)  # fmt: skip
     # Keep the tolerances as they were (possibly diffrax's "take them from the controller").
     newton = eqx.tree_at(lambda r: (r.rtol, r.atol, r.norm), newton, (old.rtol, old.atol, old.norm))
     return eqx.tree_at(lambda s: s.root_finder, solver, newton)

@@ -14,12 +14,22 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import diffrax as dfx
-import optimistix as optx
 
 from difsim.solvers._backsolve import CheckedBacksolveAdjoint, checked_adjoint
 from difsim.solvers._etdrk4 import ETDRK4
 from difsim.solvers._linear_implicit import BackwardEuler, CrankNicolson
 from difsim.solvers._rosenbrock import Rodas5P
+from difsim.solvers._stage_newton import StageNewton
+
+# The named implicit solvers' nonlinear solves stop when their estimated error is this
+# fraction of the step's error allowance (`root_tol`; see `StageNewton`). Hairer & Wanner
+# advise 0.01–0.1; `experiments/benchmarks/bench_stiff.py` measured the choice.
+DEFAULT_ROOT_TOL = 1e-2
+# PI step control for implicit solvers (diffrax's suggestion for stiff problems, after
+# Gustafsson and Söderlind): an integral-only controller lets stiff error estimates
+# oscillate, rejecting ~40 % of steps on van der Pol and the Oregonator, and its error
+# did not follow the tolerance on HIRES (tests/test_stiff_work_precision.py).
+IMPLICIT_PCOEFF, IMPLICIT_ICOEFF = 0.4, 0.3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +54,12 @@ class SolverInfo:
     implicit: bool
     imex: bool
     description: str
+
+    @property
+    def stiff(self) -> bool:
+        """Whether it is meant for stiff problems: implicit, or a Rosenbrock method (which
+        solves linear systems instead of nonlinear ones, hence not `implicit`)."""
+        return self.implicit or issubclass(self.cls, Rodas5P)
 
 
 def _info(name, cls, order, adaptive, implicit, imex, description):
@@ -102,6 +118,11 @@ def _pid(solver: dfx.AbstractSolver, *, rtol, atol, dt0, dtmin, dtmax):
             f"solver {type(solver).__name__} has no embedded error estimate, so it cannot use "
             "the 'pid' controller; use controller='constant' with a step dt0"
         )
+    if isinstance(solver, dfx.AbstractImplicitSolver):
+        return dfx.PIDController(
+            rtol=rtol, atol=atol, dtmin=dtmin, dtmax=dtmax,
+            pcoeff=IMPLICIT_PCOEFF, icoeff=IMPLICIT_ICOEFF,
+        )  # fmt: skip
     return dfx.PIDController(rtol=rtol, atol=atol, dtmin=dtmin, dtmax=dtmax)
 
 
@@ -116,7 +137,11 @@ def _constant(solver: dfx.AbstractSolver, *, rtol, atol, dt0, dtmin, dtmax):
 
 
 _CONTROLLER_TABLE: dict[str, _Entry[dfx.AbstractStepSizeController]] = {
-    "pid": _Entry(_pid, "adaptive steps from the embedded error estimate (diffrax.PIDController)"),
+    "pid": _Entry(
+        _pid,
+        "adaptive steps from the embedded error estimate (diffrax.PIDController; "
+        "PI control for implicit solvers)",
+    ),
     "constant": _Entry(_constant, "fixed step dt0 (diffrax.ConstantStepSize)"),
 }
 
@@ -169,19 +194,40 @@ def wants_split_terms(solver: dfx.AbstractSolver) -> bool:
     return typing.get_origin(terms) is tuple and len(typing.get_args(terms)) == 2
 
 
-def make_solver(solver: str | dfx.AbstractSolver) -> dfx.AbstractSolver:
-    """A diffrax solver from a registered name (case-insensitive), or an instance as is."""
+def make_solver(
+    solver: str | dfx.AbstractSolver, *, root_tol: float | None = None
+) -> dfx.AbstractSolver:
+    """A diffrax solver from a registered name (case-insensitive), or an instance as is.
+
+    A named implicit solver solves its stages with [`StageNewton`][], its tolerances the
+    step-size controller's and its `kappa` = `root_tol` (default `DEFAULT_ROOT_TOL`).
+
+    **Raises:** `ValueError` for an unknown name, or a `root_tol` beside a solver instance
+    (it carries its own root finder) or a solver that solves no nonlinear equations.
+    """
     if isinstance(solver, dfx.AbstractSolver):
+        if root_tol is not None:
+            raise ValueError(
+                f"root_tol={root_tol!r} was given beside a {type(solver).__name__} instance, "
+                "which carries its own root_finder: name the solver (e.g. 'kvaerno5') or "
+                "build its root finder with the tolerance you want"
+            )
         return solver
     if not isinstance(solver, str):
         raise TypeError(f"solver must be a name or a diffrax solver, got {type(solver).__name__}")
     info = _resolve("solver", solver, SOLVERS)
     if info.implicit:
-        # Chord (one Jacobian per nonlinear solve), tolerances from the step-size controller.
-        # Not diffrax's default VeryChord: in diffrax 0.7.2 it reports benign iterations as
-        # diverged, so Kvaerno5 takes ~10x the steps on Robertson and KenCarp4 stalls at
-        # max_steps on smooth problems (tests/test_solvers.py).
-        return info.cls(root_finder=dfx.with_stepsize_controller_tols(optx.Chord)())
+        # Not diffrax's default VeryChord with the controller's tolerances: its test, in
+        # the units of f and tied to atol, fails most steps at tight tolerances (and in
+        # diffrax 0.7.2 reports benign iterations as diverged); see `StageNewton`.
+        kappa = DEFAULT_ROOT_TOL if root_tol is None else root_tol
+        return info.cls(root_finder=dfx.with_stepsize_controller_tols(StageNewton)(kappa=kappa))
+    if root_tol is not None:
+        implicit = ", ".join(repr(n) for n, i in SOLVERS.items() if i.implicit)
+        raise ValueError(
+            f"root_tol applies to the nonlinear solves of implicit solvers ({implicit}); "
+            f"{info.name!r} solves none: leave root_tol out"
+        )
     return info.cls()
 
 

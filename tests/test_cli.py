@@ -296,7 +296,7 @@ def test_run_fit_equals_python_fit_and_writes_outputs(tmp_path, monkeypatch, cap
     Path("flu.toml").write_text(FLU_FIT.format(data=data))
     assert main(["run", "flu.toml", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    for fragment in ["Fit of SIR (levenberg_marquardt): converged", "beta", "gamma", "loss",
+    for fragment in ["Fit of SIR (trust_region): converged", "beta", "gamma", "loss",
                      "14 observations", "out/flu.nc", "out/flu.json", "out/flu.png"]:  # fmt: skip
         assert fragment in out, (fragment, out)
     # The same fit through the Python API (the config's defaults written out).

@@ -99,11 +99,7 @@ def test_fit_config_parses_round_trips_and_defaults_to_float64():
     assert (exp.solver.dtype, exp.solver.max_steps) == ("float64", 4096)
     assert load_config(FIT, overrides={"solver.dtype": "float32"}).solver.dtype == "float32"
     assert exp.fit.free == {"beta": "positive", "gamma": [0.01, 5.0]}
-    assert (exp.fit.noise, exp.fit.optimizer, exp.fit.t0) == (
-        "gaussian",
-        "levenberg_marquardt",
-        0.0,
-    )
+    assert (exp.fit.noise, exp.fit.optimizer, exp.fit.t0) == ("gaussian", "trust_region", 0.0)
     assert load_config(exp.to_dict()) == exp
     assert load_config(tomllib.loads(exp.to_toml())) == exp
     kwargs = exp.fit.kwargs()

@@ -17,7 +17,8 @@ def test_message_by_solver_kind():
     assert "implicit solver such as 'kvaerno5'" in explicit
     for rejected in (False, True):
         assert "kvaerno5" not in max_steps_message(implicit=True, mostly_rejected=rejected)
-    assert "Most steps were rejected" in max_steps_message(implicit=True, mostly_rejected=True)
+    rejected = max_steps_message(implicit=True, mostly_rejected=True)
+    assert "Most steps were rejected" in rejected and "root_tol=0.1" in rejected
     assert max_steps_message(implicit=None, mostly_rejected=True) == Status.MAX_STEPS.message
 
 
@@ -39,3 +40,17 @@ def test_implicit_solver_with_rejected_steps_is_told_about_its_root_finds():
     text = str(info.value)
     assert "failed [MAX_STEPS]" in text and "Most steps were rejected" in text
     assert "such as 'kvaerno5'" not in text
+
+
+def test_rosenbrock_solver_is_not_pointed_at_kvaerno5():
+    # Rodas5P is a stiff solver too (linearly implicit): it gets the stiff solvers' advice,
+    # with the counts, in the message and in the raised error.
+    sol = ds.simulate(ExponentialDecay(k=1e4), **STIFF, solver="rodas5p", dt0=100.0,
+                      max_steps=3, throw=False)  # fmt: skip
+    assert int(sol.status) == Status.MAX_STEPS
+    accepted, rejected = int(sol.num_accepted_steps), int(sol.num_rejected_steps)
+    text = sol.message()
+    assert "kvaerno5" not in text and f"({accepted} steps accepted, {rejected} rejected)" in text
+    with pytest.raises(eqx.EquinoxRuntimeError) as info:
+        ds.simulate(ExponentialDecay(k=1e4), **STIFF, solver="rodas5p", dt0=100.0, max_steps=3)
+    assert "such as 'kvaerno5'" not in str(info.value)

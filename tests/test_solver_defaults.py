@@ -17,7 +17,13 @@ from .pde_helpers import Heat1D, ReactionDiffusion
 def test_resolution_order():
     got = resolve_solver_settings(Heat1D)
     assert got == dict(
-        solver="heun", dt0=1e-4, controller="constant", rtol=1e-9, atol=1e-6, max_steps=16384
+        solver="heun",
+        dt0=1e-4,
+        controller="constant",
+        rtol=1e-9,
+        atol=1e-6,
+        max_steps=16384,
+        root_tol=None,
     )
     # Another solver drops the model's step settings (tied to its own solver) but keeps rtol.
     got = resolve_solver_settings(Heat1D, solver="tsit5")
@@ -91,10 +97,12 @@ def test_named_implicit_solver_with_fixed_steps_takes_rtol_atol():
 
 
 def test_large_states_make_named_implicit_solvers_matrix_free():
-    assert isinstance(
-        solver_settings(BigDecay(), solver="kvaerno5").solver.root_finder, optx.Newton
-    )
-    assert isinstance(solver_settings(Decay(), solver="kvaerno5").solver.root_finder, optx.Chord)
+    big = solver_settings(BigDecay(), solver="kvaerno5", root_tol=0.05).solver.root_finder
+    assert isinstance(big, ds.solvers.StageNewton) and not big.reuse_jacobian
+    assert isinstance(big.linear_solver, ds.solvers.ScaledKrylov) and big.kappa == 0.05
+    small = solver_settings(Decay(), solver="kvaerno5").solver.root_finder
+    assert isinstance(small, ds.solvers.StageNewton) and small.reuse_jacobian
+    assert small.kappa == ds.solvers.DEFAULT_ROOT_TOL
     # An instance is the caller's choice: kept as given.
     own = dfx.Kvaerno5()
     assert solver_settings(BigDecay(), solver=own).solver is own

@@ -169,7 +169,8 @@ def max_steps_message(implicit: bool | None, mostly_rejected: bool) -> str:
     """`Status.MAX_STEPS`'s message for a solve whose solver is known: `implicit` (`None`:
     unknown), and whether most of its steps were rejected.
 
-    Suggests an implicit solver only to the user of an explicit one; with an implicit
+    `implicit`: whether the solver is one for stiff problems (implicit, or a Rosenbrock
+    method). Suggests an implicit solver only to the user of an explicit one; with a stiff
     solver whose steps were mostly rejected, points at its nonlinear solves instead.
     """
     if implicit is None:
@@ -177,14 +178,14 @@ def max_steps_message(implicit: bool | None, mostly_rejected: bool) -> str:
     if not implicit:
         return f"{_MAX_STEPS_BASE} (a stiff problem wants an implicit solver such as 'kvaerno5')"
     if mostly_rejected:
-        # Measured: Robertson at rtol 1e-10, atol 1e-20 fails so with kvaerno5 (9530 of
-        # 16384 steps rejected), and takes 678 steps, 10 digits right, with the root
-        # finder's tolerances 1000 times the step's.
+        # The named implicit solvers' stage solves stop at root_tol (StageNewton) and their
+        # failures shrink the step; what remains is a step the error test keeps refusing,
+        # or an unusual problem for the nonlinear solves (a poor Jacobian, a custom solver).
         return (
-            f"{_MAX_STEPS_BASE}. Most steps were rejected: the implicit solver's nonlinear "
-            "solves are likely failing at these tolerances; loosen rtol/atol, or loosen "
-            "only the root finder's, e.g. solver=diffrax.Kvaerno5(root_finder=optimistix."
-            "Chord(rtol=1e3 * rtol, atol=1e3 * atol, norm=optimistix.rms_norm))"
+            f"{_MAX_STEPS_BASE}. Most steps were rejected: by the error test, or by the "
+            "implicit solver's nonlinear solves; loosen rtol/atol, or (Kvaerno, KenCarp, "
+            "implicit Euler) only their nonlinear solves' tolerance (root_tol=0.1; config "
+            "[solver] root_tol)"
         )
     return _MAX_STEPS_BASE
 

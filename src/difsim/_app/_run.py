@@ -231,6 +231,7 @@ def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress) -> RunRe
                 rtol=spec.rtol,
                 atol=spec.atol,
                 max_steps=spec.max_steps,
+                root_tol=spec.root_tol,
                 progress=progress,
                 **experiment.fit.kwargs(),
             )

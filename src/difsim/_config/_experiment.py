@@ -81,6 +81,7 @@ class SolverSpec:
     dtype: str
     brownian: str | None = None  # a stochastic model's Brownian path ("tree", "steps")
     seed: int | None = None  # the key of a stochastic model's single run
+    root_tol: float | None = None
 
     def key(self) -> Any:
         """The PRNG key of a stochastic model's single run (`jax.random.key(seed)`, seed 0
@@ -96,6 +97,7 @@ class SolverSpec:
             dt0=self.dt0,
             controller=self.controller,
             max_steps=self.max_steps,
+            root_tol=self.root_tol,
         )
         return out if self.brownian is None else {**out, "brownian": self.brownian}
 
@@ -187,7 +189,7 @@ class FitSpec:
     t0: float | None = None
     control: str | None = None
     noise: str = "gaussian"
-    optimizer: str = "levenberg_marquardt"
+    optimizer: str = "trust_region"
     steps: int | None = None
     learning_rate: float = 1e-2
     tol: float = 1e-8

@@ -289,9 +289,7 @@ FIT_SECTION = Section(
         "noise": Key(
             STRING, "noise model of the residuals", "gaussian", lambda: _fit_names("noise")
         ),
-        "optimizer": Key(
-            STRING, "the optimizer", "levenberg_marquardt", lambda: _fit_names("optimizer")
-        ),
+        "optimizer": Key(STRING, "the optimizer", "trust_region", lambda: _fit_names("optimizer")),
         "steps": Key(
             NON_NEGATIVE_INT, "most optimizer steps (default 256, or 1000 for optax)", None
         ),

@@ -141,6 +141,12 @@ SECTIONS: dict[str, Section] = {
             "max_steps": Key(
                 MAX_STEPS, "most steps before the solve gives up (default 16384)", None
             ),
+            "root_tol": Key(
+                POSITIVE,
+                "implicit solvers' nonlinear-solve tolerance, a fraction of the step's "
+                "error allowance (default 0.01)",
+                None,
+            ),
             "adjoint": Key(
                 STRING,
                 "how gradients pass through the solve (used by fitting), "

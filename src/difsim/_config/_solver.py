@@ -54,6 +54,13 @@ def parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
             "solver.dt0",
         )
     dt0 = settings["dt0"]
+    if values["root_tol"] is not None and not info.implicit:
+        implicit = ", ".join(repr(n) for n, i in solvers.SOLVERS.items() if i.implicit)
+        raise ConfigError(
+            f"root_tol sets the nonlinear solves of implicit solvers ({implicit}); solver "
+            f"{name!r} solves none: remove root_tol or choose an implicit solver",
+            "solver.root_tol",
+        )
     return SolverSpec(
         name=name,
         rtol=float(settings["rtol"]),
@@ -63,6 +70,7 @@ def parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
         max_steps=settings["max_steps"],
         adjoint=values["adjoint"],
         dtype=values["dtype"],
+        root_tol=None if settings["root_tol"] is None else float(settings["root_tol"]),
     )
 
 
@@ -70,7 +78,7 @@ def solver_settings(cls: type[Model], values: dict[str, Any]) -> dict[str, Any]:
     """The one place a config resolves its solver settings (the given `[solver]` values,
     then the model's `solver_defaults`, then difsim's): `{key: value}` for `KEYS`."""
     given = {k: values[k] for k in KEYS if k != "solver"}
-    for key in ("rtol", "atol"):
+    for key in ("rtol", "atol", "root_tol"):
         try:
             check_tolerance(key, given[key])  # the Python API's check, so both agree
         except ValueError as error:

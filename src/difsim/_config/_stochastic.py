@@ -10,6 +10,7 @@ from difsim._core import Layout, SaveSpec, check_saves, sde_solver_settings
 
 # Which key of [solver] an error of the SDE settings is about, by the words of its message.
 _CULPRITS = (
+    ("root_tol", "solver.root_tol"),
     ("brownian", "solver.brownian"),
     ("save time", "solver.dt0"),
     ("dt0", "solver.dt0"),
@@ -23,7 +24,7 @@ def parse_sde_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSp
     given values, the model's `solver_defaults`, then the SDE defaults) on the model the
     config builds, and return them as a [`SolverSpec`][]."""
     model = parsed["model"].build()
-    given = {k: values[k] for k in ("controller", "dt0", "rtol", "atol", "max_steps")}
+    given = {k: values[k] for k in ("controller", "dt0", "rtol", "atol", "max_steps", "root_tol")}
     try:
         settings = sde_solver_settings(
             model, Layout.of(model.initial_state()), solver=values["name"],

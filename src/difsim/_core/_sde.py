@@ -122,6 +122,7 @@ def sde_solver_settings(
     atol,
     max_steps: int | None,
     brownian: str | None = None,
+    root_tol: float | None = None,
 ) -> SolverSettings:
     """The [`SolverSettings`][] of a stochastic model: the caller's values win, then the
     model's `solver_defaults`, then the SDE defaults: ShARK (adaptive, PID) for additive
@@ -133,6 +134,11 @@ def sde_solver_settings(
     other calculus (for noise that is not additive), that needs additive noise, an adaptive
     controller for a solver without an error estimate, or a fixed step without `dt0`.
     """
+    if root_tol is not None:
+        raise ValueError(
+            f"root_tol={root_tol!r} sets the nonlinear solves of implicit ODE solvers; "
+            f"{type(model).__name__} is stochastic and its SDE solvers have none: leave it out"
+        )
     noise = check_noise(model, layout)
     additive = is_additive(model, layout, noise)
     given = dict(solver=solver, controller=controller, dt0=dt0, rtol=rtol, atol=atol)

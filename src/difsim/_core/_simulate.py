@@ -46,6 +46,7 @@ def simulate(
     dt0: RealScalarLike | None = None,
     controller: str | dfx.AbstractStepSizeController | None = None,
     max_steps: int | None = None,
+    root_tol: float | None = None,
     adjoint: str | dfx.AbstractAdjoint = "checkpoint",
     event: AbstractEvent | Callable | Sequence[AbstractEvent | Callable] | None = None,
     max_events: int | None = None,
@@ -87,6 +88,9 @@ def simulate(
       has an error estimate).
     - `max_steps`: most steps before the solve gives up with `Status.MAX_STEPS` (default
       16384).
+    - `root_tol`: how exactly a named implicit solver (`"kvaerno5"`, ...) solves its
+      stages: their estimated error as a fraction of the step's error allowance (default
+      0.01; see `difsim.solvers.StageNewton`). Only for named implicit solvers.
 
     Arguments left as `None` take the model's `solver_defaults`, then difsim's defaults.
     - `adjoint`: how `jax.grad` differentiates the solve: `"checkpoint"` (reverse mode with
@@ -118,7 +122,8 @@ def simulate(
     key = check_key(model, key, brownian)
     dense = isinstance(save, str) and save == "dense"
     times = _save_spec(t, t0=t0, t1=t1, save="final" if dense else save)
-    given = dict(controller=controller, dt0=dt0, rtol=rtol, atol=atol, max_steps=max_steps)
+    given = dict(controller=controller, dt0=dt0, rtol=rtol, atol=atol, max_steps=max_steps,
+                 root_tol=root_tol)  # fmt: skip
     state0 = model.initial_state()
     adjoint_obj = solvers.make_adjoint(adjoint)
     if key is None:
@@ -384,7 +389,8 @@ def _is_implicit(solver) -> bool:
     # Through wrappers (newton_krylov, diffrax.HalfSolver): their `solver` attribute.
     while not isinstance(solver, dfx.AbstractImplicitSolver) and hasattr(solver, "solver"):
         solver = solver.solver
-    return isinstance(solver, dfx.AbstractImplicitSolver)
+    # A Rosenbrock method is for stiff problems too: never told to try 'kvaerno5'.
+    return isinstance(solver, dfx.AbstractImplicitSolver | solvers.Rodas5P)
 
 
 def _expand(mask, value):

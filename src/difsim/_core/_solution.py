@@ -91,7 +91,7 @@ class Solution(eqx.Module):
         if status == Status.MAX_STEPS:
             accepted, rejected = int(self.num_accepted_steps), int(self.num_rejected_steps)
             info = solvers.solver_info(self.solver.lower()) if self._registered else None
-            text = max_steps_message(info and info.implicit, rejected > accepted)
+            text = max_steps_message(info and info.stiff, rejected > accepted)
             text += f" ({accepted} steps accepted, {rejected} rejected)"
         if self.result is None or int(self.result) == 0:
             return text

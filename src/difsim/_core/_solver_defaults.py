@@ -1,10 +1,10 @@
 """One place that fills in the solver settings a caller left unset, and checks tolerances.
 
-`simulate`, `sweep` and configs all resolve `solver`, `dt0`, `controller`, `rtol`, `atol` and
-`max_steps` here, so a Python call and a config that leave the same things out run the same
-solve. Precedence: the caller's value, then the model's `solver_defaults`, then difsim's.
-[`check_tolerance`][] is the one tolerance check, used by the Python API and the config's
-`[solver]` section alike.
+`simulate`, `sweep` and configs all resolve `solver`, `dt0`, `controller`, `rtol`, `atol`,
+`max_steps` and `root_tol` here, so a Python call and a config that leave the same things out
+run the same solve. Precedence: the caller's value, then the model's `solver_defaults`, then
+difsim's. [`check_tolerance`][] is the one tolerance check (`rtol`, `atol`, `root_tol`), used by the
+Python API and the config's `[solver]` section alike.
 """
 
 from collections.abc import Mapping
@@ -14,21 +14,22 @@ import jax
 import numpy as np
 
 GLOBAL_DEFAULTS: dict[str, Any] = dict(rtol=1e-6, atol=1e-6, max_steps=16_384)
-KEYS = ("solver", "dt0", "controller", "rtol", "atol", "max_steps")
+KEYS = ("solver", "dt0", "controller", "rtol", "atol", "max_steps", "root_tol")
 # Tied to the model's own choice of solver: dropped when the caller picks another solver.
-_SOLVER_TIED = ("dt0", "controller")
-_TOLERANCES = ("rtol", "atol")
+_SOLVER_TIED = ("dt0", "controller", "root_tol")
+_TOLERANCES = ("rtol", "atol", "root_tol")
 
 
 def check_tolerance(key: str, value: Any, name: str | None = None) -> None:
     """Raise a `ValueError` naming `name` and `value` unless `value` is a usable tolerance
-    `key` (`"rtol"` or `"atol"`).
+    `key` (`"rtol"`, `"atol"` or `"root_tol"`).
 
     `rtol`: one finite number in `(0, 1)` (a relative error of 1 or more accepts anything).
     `atol`: a finite number `> 0`, or an array of them (one per state variable, checked
-    against the state by [`solver_settings`][]). A traced value (a tolerance under `vmap`)
-    cannot be inspected and passes. `name` is how the message names it (default `key`;
-    e.g. `"Lorenz.solver_defaults['rtol']"`).
+    against the state by [`solver_settings`][]). `root_tol`: one number in `(0, 1)`, a
+    fraction of the step's error allowance (see `difsim.solvers.StageNewton`). A traced
+    value (a tolerance under `vmap`) cannot be inspected and passes. `name` is how the
+    message names it (default `key`; e.g. `"Lorenz.solver_defaults['rtol']"`).
     """
     if value is None or isinstance(value, jax.core.Tracer):
         return
@@ -39,7 +40,7 @@ def check_tolerance(key: str, value: Any, name: str | None = None) -> None:
         array = None
     if array is None or np.asarray(value).dtype == bool:
         raise ValueError(f"{name} must be a positive number, got {value!r}")
-    if key == "rtol" and array.ndim != 0:
+    if key in ("rtol", "root_tol") and array.ndim != 0:
         raise ValueError(f"{name} must be one number, got an array of shape {array.shape}")
     if not np.all(np.isfinite(array)) or not np.all(array > 0):
         what = "a finite number > 0" if array.ndim == 0 else "finite numbers > 0"
@@ -47,6 +48,11 @@ def check_tolerance(key: str, value: Any, name: str | None = None) -> None:
     if key == "rtol" and not float(array) < 1:
         raise ValueError(
             f"{name} must be < 1 (a relative error; 1e-6 asks for about 6 digits), got {value!r}"
+        )
+    if key == "root_tol" and not float(array) < 1:
+        raise ValueError(
+            f"{name} must be < 1: the nonlinear solves' error as a fraction of the step's "
+            f"error allowance (default 0.01), got {value!r}"
         )
 
 

@@ -37,6 +37,8 @@ class SolverSettings(eqx.Module):
       number or, one per state variable, an array of shape `(n_vars, 1, ...)` that
       broadcasts against the stacked state.
     - `max_steps`: most steps before the solve gives up with `Status.MAX_STEPS`.
+    - `root_tol`: the named implicit solver's nonlinear-solve tolerance as given, a
+      fraction of the step's error allowance (`None`: its default, or no such solves).
     - `solver_requested`, `controller_requested`: the solver and controller as chosen
       before any object was built: a registered name, the instance given, or (controller
       only) `None` for the solver's default; what a sweep describes and hashes. Static.
@@ -53,6 +55,7 @@ class SolverSettings(eqx.Module):
     solver_requested: str | dfx.AbstractSolver = eqx.field(static=True)
     controller_requested: str | dfx.AbstractStepSizeController | None = eqx.field(static=True)
     brownian: str = eqx.field(default="tree", static=True)
+    root_tol: RealScalarLike | None = None
 
     @property
     def imex(self) -> bool:
@@ -74,6 +77,7 @@ def solver_settings(
     rtol: RealScalarLike | None = None,
     atol: RealScalarLike | None = None,
     max_steps: int | None = None,
+    root_tol: RealScalarLike | None = None,
 ) -> SolverSettings:
     """Resolve the solver settings of `model` once: the caller's values (non-`None`) win,
     then the model's `solver_defaults`, then difsim's (see [`simulate`][]).
@@ -82,20 +86,24 @@ def solver_settings(
     named implicit solver solves its stages matrix-free (above `MATRIX_FREE_SIZE` entries).
 
     `atol` may be one number or one per state variable (a sequence in declaration order;
-    the variables must share one shape).
+    the variables must share one shape). `root_tol` sets how exactly a named implicit
+    solver solves its stages, as a fraction of the step's error allowance (see
+    `difsim.solvers.StageNewton`; default `difsim.solvers.DEFAULT_ROOT_TOL`).
 
     **Raises:** `ValueError` for an unknown solver or controller name, an IMEX solver on a
     model without `rhs_nonstiff`/`rhs_stiff`, a fixed step without `dt0`, a tolerance that
     is not finite and positive (or an `rtol` of 1 or more), an `atol` whose length is not
-    the number of state variables, or `rtol`/`atol` given beside a controller instance
-    that carries its own.
+    the number of state variables, `rtol`/`atol` given beside a controller instance
+    that carries its own, or a `root_tol` for a solver that is not a named implicit one.
     """
     _check_controller_clash(controller, rtol=rtol, atol=atol)
     given = dict(solver=solver, controller=controller, dt0=dt0, rtol=rtol, atol=atol)
-    requested = resolve_solver_settings(type(model), **given, max_steps=max_steps)
+    requested = resolve_solver_settings(
+        type(model), **given, max_steps=max_steps, root_tol=root_tol
+    )
     name, rtol, atol, dt0 = (requested[k] for k in ("solver", "rtol", "atol", "dt0"))
     atol = _atol_for_state(atol, model)
-    solver_obj = solvers.make_solver(name)
+    solver_obj = solvers.make_solver(name, root_tol=requested["root_tol"])
     named = isinstance(name, str)
     if named and isinstance(solver_obj, dfx.AbstractImplicitSolver):
         size = sum(int(np.size(v)) for _, v in model.initial_state().items())
@@ -133,6 +141,7 @@ def solver_settings(
         rtol=rtol,
         atol=atol,
         max_steps=requested["max_steps"],
+        root_tol=requested["root_tol"],
         solver_requested=name,
         controller_requested=requested["controller"],
     )

@@ -16,6 +16,7 @@ import optax
 import optimistix as optx
 from jaxtyping import Array, Bool, Float, Int
 
+from difsim._fit._lm import TrustRegionLM
 from difsim._fit._shooting import AbstractProblem
 
 OPTAX_OPTIMIZERS = {
@@ -27,6 +28,10 @@ OPTAX_OPTIMIZERS = {
     "lbfgs": None,  # optax.lbfgs: line search, no learning rate
 }
 OPTIMISTIX_SOLVERS = {
+    # difsim's trust-region Levenberg–Marquardt (`_lm.py`), with scipy trf's rules: the
+    # default, from bench_fit_robustness.py; and with MINPACK lmder's.
+    "trust_region": functools.partial(TrustRegionLM, factor=1.0, scaled=False, policy="trf"),
+    "minpack": functools.partial(TrustRegionLM, factor=100.0, scaled=True, policy="minpack"),
     "levenberg_marquardt": optx.LevenbergMarquardt,
     "gauss_newton": optx.GaussNewton,
     "dogleg": optx.Dogleg,

@@ -1,14 +1,15 @@
 """`fit`: estimate a model's parameters and initial state from observations."""
 
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from difsim._core import Layout, Model, simulate, state_var
+from difsim._core import Layout, Model, simulate
 from difsim._fit._data import (
     coordinate_values,
     fit_data,
@@ -16,10 +17,12 @@ from difsim._fit._data import (
     read_data,
     residuals,
 )
-from difsim._fit._drivers import ADJOINTS, OptimistixDriver, make_driver
+from difsim._fit._drivers import ADJOINTS, AbstractDriver, OptimistixDriver, make_driver
 from difsim._fit._loop import run
+from difsim._fit._multistart import multistart_spec, perturbed_starts
 from difsim._fit._result import FitResult, make_result, predict
 from difsim._fit._shooting import (
+    AbstractProblem,
     MultipleShooting,
     MultipleShootingProblem,
     SimOptions,
@@ -29,7 +32,7 @@ from difsim._fit._shooting import (
 )
 from difsim._fit._steady import SteadyStateProblem
 from difsim._fit._stochastic import AbstractObjective
-from difsim._fit._transforms import AbstractTransform, as_transform
+from difsim._fit._transforms import AbstractTransform, free_transforms, initial_values
 from difsim._status import Status
 
 
@@ -43,7 +46,7 @@ def fit(
     objective: AbstractObjective | None = None,
     weights: Mapping[str, Any] | None = None,
     sigma: Mapping[str, Any] | None = None,
-    optimizer: Any = "levenberg_marquardt",
+    optimizer: Any = "trust_region",
     steps: int | None = None,
     learning_rate: float = 1e-2,
     tol: float = 1e-8,
@@ -60,6 +63,7 @@ def fit(
     rtol: float = 1e-6,
     atol: float = 1e-6,
     max_steps: int = 4096,
+    root_tol: float | None = None,
 ) -> FitResult:
     r"""Fit free parameters (and initial state) of `model` to observations.
 
@@ -87,11 +91,15 @@ def fit(
       `sigma` is then the measurement noise). Required for a stochastic model.
     - `weights`, `sigma`: per data variable, a residual weight or a noise scale
       (weight `1/sigma`), each a number or an array over the time points.
-    - `optimizer`: `"levenberg_marquardt"` (default), `"gauss_newton"`, `"dogleg"`,
+    - `optimizer`: `"trust_region"` (default: a trust-region Levenberg–Marquardt method
+      with scipy `trf`'s rules, difsim's `TrustRegionLM`), `"minpack"` (the same with
+      MINPACK `lmder`'s rules), `"levenberg_marquardt"`, `"gauss_newton"`, `"dogleg"`,
       `"bfgs"`, `"nonlinear_cg"` (optimistix), `"adam"`, `"adamw"`, `"adabelief"`,
       `"rmsprop"`, `"sgd"`, `"lbfgs"` (optax), an optax `GradientTransformation` or an
-      optimistix least-squares solver or minimiser.
-    - `steps`: most optimizer steps (default 256 for optimistix, 1000 for optax).
+      optimistix least-squares solver or minimiser. A local optimizer finds the minimum of
+      its start's basin: for several minima use `multistart`.
+    - `steps`: most optimizer steps (default 256 for the least-squares solvers and
+      optimistix minimisers, 1000 for optax).
     - `learning_rate`: for named optax optimizers. `tol`: `rtol = atol` of named
       optimistix solvers (the convergence test).
     - `adjoint`: `"checkpoint"` (reverse mode through the solve) or `"forward"` (forward
@@ -112,27 +120,70 @@ def fit(
       every 10 s elsewhere (steps, loss, time left); `False`: none.
     - `max_failures`: consecutive rejected steps (non-finite loss, failed solves) before
       the fit stops.
-    - `solver`, `rtol`, `atol`, `max_steps`: passed to [`simulate`][] (`max_steps` is
-      lower than `simulate`'s default: a trial point that needs more steps has almost
-      always blown up, and is then rejected sooner).
+    - `solver`, `rtol`, `atol`, `max_steps`, `root_tol`: passed to [`simulate`][]
+      (`max_steps` is lower than `simulate`'s default: a trial point that needs more steps
+      has almost always blown up, and is then rejected sooner).
+
+    A fit in float32 (x64 not enabled when the model was made) warns (`UserWarning`):
+    its steps, convergence test and standard errors need float64.
 
     **Returns:** a [`FitResult`][].
     """
+    setup = prepare_fit(
+        model, data, free, observe=observe, noise=noise, objective=objective, weights=weights,
+        sigma=sigma, optimizer=optimizer, steps=steps, learning_rate=learning_rate, tol=tol,
+        adjoint=adjoint, time=time, t0=t0, control=control,
+        multiple_shooting=multiple_shooting, multistart=multistart, solver=solver, rtol=rtol,
+        atol=atol, max_steps=max_steps, root_tol=root_tol,
+    )  # fmt: skip
+    carry, history = run(
+        setup.driver,
+        setup.problem,
+        setup.u0,
+        steps=setup.steps,
+        max_failures=max_failures,
+        checkpoint=checkpoint,
+        progress=progress,
+    )
+    batched = setup.u0.ndim == 2
+    return make_result(setup.problem, setup.driver, carry, history, setup.transforms, batched)
+
+
+class FitSetup(NamedTuple):
+    """A fit ready to run: `problem` (unconstrained `u` → residuals), `driver` (the
+    optimizer), `steps` (its budget), `u0` (start, `(p,)`, or `(starts, p)` for a
+    multistart) and the free variables' `transforms`."""
+
+    problem: AbstractProblem
+    driver: AbstractDriver
+    steps: int
+    u0: jax.Array
+    transforms: dict[str, AbstractTransform]
+
+
+def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian", objective=None,
+                weights=None, sigma=None, optimizer="trust_region", steps=None, learning_rate=1e-2,
+                tol=1e-8, adjoint=None, time=None, t0=None, control=None,
+                multiple_shooting=None, multistart=None, solver=None, rtol=1e-6, atol=1e-6,
+                max_steps=4096, root_tol=None) -> FitSetup:  # fmt: skip
+    """Everything [`fit`][] does before optimising, checked (same arguments); also what
+    `experiments/benchmarks/bench_fit_robustness.py` hands scipy's optimizers."""
     if not isinstance(model, Model):
         raise TypeError(f"fit expects a difsim.Model instance, got {type(model).__name__}")
     dataset, coord = read_data(
         data, time if time is not None or control is None else _control_dim(data, control)
     )
-    transforms = _free_transforms(model, free, control)
-    x0 = _initial_values(model, transforms)
+    transforms = free_transforms(model, free, control)
+    x0 = initial_values(model, transforms)
     coords = coordinate_values(dataset, coord, increasing=control is None)
     t0 = _start_time(type(model).__name__, coords, t0, control)
     dtype = Layout.of(model.initial_state()).dtype
+    warn_precision(dtype, type(model).__name__)
     pairs = observation_map(dataset, coord, model, observe)
-    starts = None if multistart is None else _multistart_spec(multistart)
+    starts = None if multistart is None else multistart_spec(multistart)
     if objective is not None or model.is_stochastic():
         optimizer = _objective_optimizer(objective, model, optimizer)
-        sim = SimOptions(solver, rtol, atol, max_steps, "checkpoint")
+        sim = SimOptions(solver, rtol, atol, max_steps, "checkpoint", root_tol)
         problem = objective.problem(
             model, tuple(transforms), tuple(transforms.values()), dataset, coord, coords,
             pairs, sigma, t0, sim, dtype,
@@ -148,7 +199,7 @@ def fit(
         driver, steps = _driver(
             optimizer, learning_rate, tol, adjoint, steps, len(transforms), fdata
         )
-        sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint)
+        sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint, root_tol)
         problem, extra = _problem(
             model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords
         )
@@ -157,17 +208,22 @@ def fit(
     u0 = jnp.asarray(np.array(u0), dtype)
     _check_initial(problem, u0, model)
     if starts is not None:
-        u0 = _starts(u0, *starts)
-    carry, history = run(
-        driver,
-        problem,
-        u0,
-        steps=steps,
-        max_failures=max_failures,
-        checkpoint=checkpoint,
-        progress=progress,
-    )
-    return make_result(problem, driver, carry, history, transforms, u0.ndim == 2)
+        u0 = perturbed_starts(u0, *starts)
+    return FitSetup(problem, driver, steps, u0, transforms)
+
+
+def warn_precision(dtype, name: str) -> None:
+    """Warn when a fit would run below float64: its Gauss–Newton steps, covariance and
+    convergence test at `tol` = 1e-8 need more digits than float32's ~7."""
+    if jnp.finfo(dtype).bits < 64:
+        warnings.warn(
+            f"fitting {name} in {jnp.dtype(dtype).name}: least-squares steps, the "
+            "convergence test and the standard errors need float64. Enable it before "
+            'creating the model: jax.config.update("jax_enable_x64", True) (configs: '
+            '[solver] dtype = "float64", the default for fits)',
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _objective_optimizer(objective, model: Model, optimizer):
@@ -184,7 +240,7 @@ def _objective_optimizer(objective, model: Model, optimizer):
             "objective must be ds.SimulatedMoments(...) or ds.KalmanLikelihood(), got "
             f"{objective!r}"
         )
-    return objective.optimizer if optimizer == "levenberg_marquardt" else optimizer
+    return objective.optimizer if optimizer == "trust_region" else optimizer
 
 
 def _start_time(cls: str, coords: np.ndarray, t0: float | None, control: str | None):
@@ -250,71 +306,6 @@ def _control_dim(data, control: str) -> str | None:
     return control if control in dims else None
 
 
-def _free_transforms(model: Model, free, control) -> dict[str, AbstractTransform]:
-    cls = type(model).__name__
-    if isinstance(free, str):
-        free = [free]
-    if isinstance(free, Mapping):
-        items = list(free.items())
-    elif isinstance(free, Sequence):
-        items = [(name, None) for name in free]
-    else:
-        raise TypeError(
-            f"free must be a mapping {{name: transform}} or a list of names, got {free!r}"
-        )
-    if not items:
-        raise ValueError("free is empty: name at least one parameter or 'state.<var>' to fit")
-    params = model.parameter_names()
-    states = model.initial_state().names
-    out = {}
-    for name, spec in items:
-        if not isinstance(name, str):
-            raise TypeError(f"free parameter names must be strings, got {name!r}")
-        if (var := state_var(name)) is not None:
-            if var not in states:
-                raise ValueError(
-                    f"free names unknown state variable {name!r}; {cls}'s state variables "
-                    f"are {', '.join(states)} (write them as 'state.<var>')"
-                )
-            if control is not None:
-                raise ValueError(
-                    f"free names {name!r}, but in a steady-state fit the initial state is only "
-                    "the root finder's guess: it cannot be fitted"
-                )
-        elif name not in params:
-            raise ValueError(
-                f"free names unknown parameter {name!r}; {cls}'s parameters are "
-                f"{', '.join(params)}, and initial values are 'state.<var>' with variables "
-                f"{', '.join(states)}"
-            )
-        if name == control:
-            raise ValueError(f"{name!r} is the control parameter of the data; it cannot be free")
-        out[name] = as_transform(spec, name)
-    return out
-
-
-def _initial_values(model: Model, transforms) -> np.ndarray:
-    state = model.initial_state()
-    values = []
-    for name, transform in transforms.items():
-        var = state_var(name)
-        value = getattr(model, name) if var is None else state[var]
-        if np.ndim(value) != 0:
-            raise ValueError(
-                f"free parameter {name!r} has shape {np.shape(value)}; only scalars can be "
-                "fitted (fix array-valued ones)"
-            )
-        value = float(np.asarray(value))
-        if not bool(transform.contains(value)):
-            raise ValueError(
-                f"initial value {name} = {value:g} lies outside the range "
-                f"{transform.describe()} of its transform {type(transform).__name__}; start "
-                "from a value inside it"
-            )
-        values.append(value)
-    return np.array(values)
-
-
 def _guess_trajectory(model, sim, t0, coords, fdata) -> dict[str, np.ndarray]:
     """State variables on the solve grid: from the data where every state variable is
     observed directly (no solve needed), else from a solve at the initial guess."""
@@ -335,6 +326,7 @@ def _guess_trajectory(model, sim, t0, coords, fdata) -> dict[str, np.ndarray]:
         rtol=sim.rtol,
         atol=sim.atol,
         max_steps=sim.max_steps,
+        root_tol=sim.root_tol,
         throw=False,
     )
     return {k: np.asarray(v) for k, v in sol.ys.items()}
@@ -363,26 +355,3 @@ def _check_initial(problem, u0, model) -> None:
     if not hint and problem.noise == "lognormal":
         hint = ": with noise='lognormal' every prediction must be positive"
     raise ValueError(f"the loss of {cls} is not finite at the initial guess{hint}")
-
-
-def _multistart_spec(multistart) -> tuple[int, jax.Array, float]:
-    key, scale = jax.random.key(0), 0.3
-    if isinstance(multistart, int) and not isinstance(multistart, bool):
-        n = multistart
-    elif isinstance(multistart, tuple) and len(multistart) in (2, 3):
-        n, key = multistart[0], multistart[1]
-        if len(multistart) == 3:
-            scale = float(multistart[2])
-    else:
-        raise TypeError(f"multistart must be n, (n, key) or (n, key, scale), got {multistart!r}")
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"multistart needs a positive number of starts, got {n!r}")
-    return n, key, scale
-
-
-def _starts(u0, n: int, key, scale: float) -> jax.Array:
-    """The guess and `n - 1` perturbations of it, `(n, p)`: normal with standard deviation
-    `scale` in unconstrained coordinates, relative for values of magnitude above 1."""
-    noise = jax.random.normal(key, (n - 1, u0.shape[0]), u0.dtype)
-    spread = scale * jnp.maximum(jnp.abs(u0), 1.0)
-    return jnp.concatenate([u0[None], u0[None] + spread[None] * noise])

@@ -25,6 +25,7 @@ from difsim._fit._drivers import AbstractDriver, forward_jacobian
 from difsim._fit._loop import Carry, result_message
 from difsim._fit._output import fit_dataset
 from difsim._fit._shooting import AbstractProblem
+from difsim._fit._transforms import saturation_note
 from difsim._io import (
     KIND_ATTR,
     atomic_write,
@@ -41,7 +42,11 @@ def gauss_newton_covariance(
     """`(covariance (p, p), residuals (m,), sigma², dof)` at `u`; NaN where undefined."""
     r, j_u = _residuals_and_jacobian(problem, u)
     dxdu = np.asarray(problem.derivative(u))
-    j_x = np.asarray(j_u) / dxdu[None, :]  # dr/dx = dr/du / (dx/du), elementwise transforms
+    # dr/dx = dr/du / (dx/du), elementwise transforms. A transform saturated at its bound
+    # (dx/du = 0: exp underflowed, a sigmoid at 0 or 1) leaves that column undefined: NaN,
+    # and so NaN standard errors, without a division warning.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        j_x = np.where(dxdu[None, :] != 0, np.asarray(j_u) / dxdu[None, :], np.nan)
     r = np.asarray(r)
     data_mask = np.asarray(problem.data.mask).reshape(-1)
     n = int(np.sum(data_mask)) + (r.shape[0] - data_mask.shape[0])
@@ -284,7 +289,8 @@ def make_result(
         loss_history=np.asarray(hist[:, 0]) if len(hist) else np.zeros(0),
         grad_norm_history=np.asarray(hist[:, 1]) if len(hist) else np.zeros(0),
         status=status,
-        message=result_message(status, int(pick(carry.result)), steps, driver, fails),
+        message=result_message(status, int(pick(carry.result)), steps, driver, fails)
+        + saturation_note(transforms, u),
         num_steps=steps,
         rejected_steps=int(np.sum(hist[:, 2] == 0)) if len(hist) else 0,
         names=names,

@@ -32,6 +32,7 @@ class SimOptions(eqx.Module):
     atol: float = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
     adjoint: str = eqx.field(static=True)
+    root_tol: float | None = eqx.field(static=True, default=None)
 
     def simulate(self, model: Model, ts: Array):
         return simulate(
@@ -41,6 +42,7 @@ class SimOptions(eqx.Module):
             rtol=self.rtol,
             atol=self.atol,
             max_steps=self.max_steps,
+            root_tol=self.root_tol,
             adjoint=self.adjoint,
             throw=False,
         )
@@ -77,8 +79,7 @@ class AbstractProblem(eqx.Module):
         sim = getattr(self, "sim", None)
         if sim is None or sim.adjoint == adjoint:
             return self
-        new = SimOptions(sim.solver, sim.rtol, sim.atol, sim.max_steps, adjoint)
-        return dataclasses.replace(self, sim=new)
+        return dataclasses.replace(self, sim=dataclasses.replace(sim, adjoint=adjoint))
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -116,6 +116,8 @@ def settings(model, spec, times: SweepTimes, solver: SolverChoice, plan, dtype) 
         "solver": (
             f"{solver.solver!r}, controller={solver.controller!r}, rtol={solver.rtol!r}, "
             f"atol={solver.atol!r}, dt0={solver.dt0!r}, max_steps={solver.max_steps}"
+            # Only when set, so that sweeps without it keep the hash they had before it.
+            + ("" if solver.root_tol is None else f", root_tol={solver.root_tol!r}")
         ),
         "keep": plan.describe(),
         "dtype": str(dtype),

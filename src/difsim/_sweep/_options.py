@@ -84,6 +84,7 @@ class SweepOptions:
     dt0: float | None = None
     controller: str | dfx.AbstractStepSizeController | None = None
     max_steps: int | None = None
+    root_tol: float | None = None
     chunk_size: int | None = None
     memory_budget: int | str | None = None
     devices: Sequence[jax.Device] | None = None
@@ -196,4 +197,5 @@ class SolverChoice:
     atol: float
     dt0: Any
     max_steps: int
-    settings: SolverSettings  # the same, as objects: what each trajectory's solve takes
+    settings: SolverSettings
+    root_tol: float | None = None  # the same, as objects: what each trajectory's solve takes

@@ -252,6 +252,7 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
         atol=_scalar_atol(resolved["atol"]),
         dt0=resolved["dt0"],
         max_steps=int(resolved["max_steps"]),
+        root_tol=None if resolved["root_tol"] is None else float(resolved["root_tol"]),
     )
 
 

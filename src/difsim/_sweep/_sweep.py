@@ -73,6 +73,7 @@ def sweep(
     dt0: float | None = None,
     controller: str | dfx.AbstractStepSizeController | None = None,
     max_steps: int | None = None,
+    root_tol: float | None = None,
     chunk_size: int | None = None,
     memory_budget: int | str | None = None,
     devices: Sequence[jax.Device] | None = None,
@@ -113,8 +114,8 @@ def sweep(
       `"x.max"`, `"x.median"`, quantiles `"x.q05"`, `"x.q95"`, … (dims: the spec's, then
       `time`), or `"final"`/`"trajectory"` per path (dims: the spec's, then `path`).
       `brownian`: their Brownian path, as for [`simulate`][].
-    - `t0`, `t1`, `save`, `solver`, `rtol`, `atol`, `dt0`, `controller`, `max_steps`: as for
-      [`simulate`][] (`save` defaults to `"final"`).
+    - `t0`, `t1`, `save`, `solver`, `rtol`, `atol`, `dt0`, `controller`, `max_steps`,
+      `root_tol`: as for [`simulate`][] (`save` defaults to `"final"`).
     - `keep`: `"final"` (default: the state at the last saved time), `"trajectory"` (the
       saved series; needs `save` = n or times), or a list of observables: `"x.max"`,
       `"x.min"`, `"x.mean"` (trapezoid time average), `"x.rate"` (`(x_last - x_first) /
@@ -152,7 +153,7 @@ def sweep(
     """
     options = SweepOptions(
         t0=t0, t1=t1, save=save, keep=keep, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
-        controller=controller, max_steps=max_steps, chunk_size=chunk_size,
+        controller=controller, max_steps=max_steps, root_tol=root_tol, chunk_size=chunk_size,
         memory_budget=memory_budget, devices=devices, output=output, store=store, resume=resume,
         overwrite=overwrite, progress=progress, attrs=attrs, engine=engine, samples=samples,
         seed=seed, brownian=brownian,
