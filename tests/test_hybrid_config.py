@@ -19,8 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def ball_config(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the config's relative output path lands here
-    return Path(shutil.copy(ROOT / "experiments" / "bouncing_ball.toml", tmp_path))
+    # The config's output path is relative to the config: ../runs/ lands in tmp_path.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "experiments").mkdir()
+    return Path(shutil.copy(ROOT / "experiments" / "bouncing_ball.toml", tmp_path / "experiments"))
 
 
 def test_bouncing_ball_config_writes_events_to_netcdf_and_png(ball_config, capsys):
