@@ -4,6 +4,11 @@ The stiff part may be affine, $L(t, y) = A(t)\,y + b(t)$ — boundary values mak
 b(t) \neq 0$ — so each step solves one linear system $(I - \theta h A)\,y = r$ with lineax,
 where $A$ is the Jacobian of the stiff vector field (`jax.linearize` at zero: exact for an
 affine term, and transposable, so reverse-mode gradients flow through the solve).
+
+For any other stiff term the linearisation at zero is wrong, so `init` checks that the term
+is affine (`_affine.py`: probes, tolerance, cost) and a term that is not fails the solve's
+first step (`diffrax.RESULTS.nonlinear_divergence`); `check_stiff_term` runs the same check
+before a solve, with a message (difsim's `simulate` and `sweep` call it).
 """
 
 import abc
@@ -21,6 +26,8 @@ from jax import lax
 from jax.flatten_util import ravel_pytree
 from jaxtyping import PyTree
 
+from difsim.solvers._affine import check_affine, is_affine
+
 LINEAR_SOLVERS = ("gmres", "bicgstab", "cg", "tridiagonal")
 
 LinearSolverSpec = str | lx.AbstractLinearSolver
@@ -37,6 +44,15 @@ class AbstractLinearImplicit(dfx.AbstractSolver):
 
     Subclasses declare the linear solver fields and `theta`, the weight of the implicit
     stage ($\theta = 1$: backward Euler, $\frac12$: trapezoidal).
+
+    The stiff term must be affine in the state: `init` compares it with its linearisation
+    at zero at the initial state and a random one, at the first step's two ends (to
+    $\sqrt{\varepsilon}$ of the terms' size; see `difsim.solvers._affine`), and if it is
+    not, the first step fails with `diffrax.RESULTS.nonlinear_divergence` (difsim:
+    `Status.NONLINEAR_SOLVER`) and the solve stops; likewise (`RESULTS.breakdown`,
+    `Status.LINEAR_SOLVER`) a stiff term that `"tridiagonal"` finds not tridiagonal.
+    `check_stiff_term` does the same before a solve and raises a `ValueError` naming the
+    term.
     """
 
     linear_solver: AbstractVar[LinearSolverSpec]
@@ -67,37 +83,57 @@ class AbstractLinearImplicit(dfx.AbstractSolver):
         """The new state from the implicit stage `stage` (and `f0`, the non-stiff term)."""
 
     def init(self, terms, t0, t1, y0, args):
-        # Checked once per solve: the stiff term must be affine (and, for the tridiagonal
-        # solver, a tridiagonal operator on the flattened state). No gradient needed.
-        _, stiff = _no_gradient(terms.terms)
-        y0, args = _no_gradient((y0, args))
-        b, jvp = jax.linearize(lambda y: stiff.vf(t0, y, args), _zeros(y0))
-        flat, unravel = ravel_pytree(y0)
-        v = unravel(jax.random.normal(jax.random.key(0), flat.shape, flat.dtype))
-        error = _max_abs(
-            jax.tree.map(jnp.subtract, stiff.vf(t0, v, args), _tree_axpy(1, jvp(v), b))
-        )
-        tol = _sqrt_eps(flat) * (_max_abs(b) + _max_abs(jvp(v)))
-        ok = error <= tol
-        message = (
-            f"{type(self).__name__}: the stiff term is not affine in the state; the stiff "
-            "part must be linear (plus boundary/forcing terms independent of the state): "
-            "move the nonlinear part to the non-stiff term"
+        # Checked once per solve: the stiff term must be affine (see `_affine.py` for the
+        # tolerance and cost) and, for the tridiagonal solver, a tridiagonal operator on
+        # the flattened state. The verdict is the solver state, which `step` turns into its
+        # result. A check whose output fed nothing would be dropped from the compiled
+        # program as dead code: the `eqx.error_if` that stood here was, and a non-affine
+        # stiff term ran to SUCCESS. A result also holds under EQX_ON_ERROR=nan.
+        _, stiff = terms.terms
+        verdict = dfx.RESULTS.where(
+            is_affine(stiff.vf, (t0, t1), y0, args),
+            dfx.RESULTS.successful,
+            # No nonlinear solve is made, so none converges: one linear solve with the
+            # linearisation at zero does not solve a step's nonlinear equation.
+            dfx.RESULTS.nonlinear_divergence,
         )
         if _is_tridiagonal(self.linear_solver):
-            diagonals = _probe_tridiagonal(jvp, unravel, flat)
-            band = lx.TridiagonalLinearOperator(*diagonals).mv(ravel_pytree(v)[0])
-            error = _max_abs(ravel_pytree(jvp(v))[0] - band)
-            scale = sum(_max_abs(d) for d in diagonals) * _max_abs(v)
-            ok = ok & (error <= _sqrt_eps(flat) * scale)
-            message += (
-                "; or it is not tridiagonal: linear_solver='tridiagonal' needs a 1-D operator "
-                "with non-periodic boundaries (variables not coupled in the stiff part)"
-            )
-        return eqx.error_if(jnp.zeros((), flat.dtype), ~ok, message)
+            # The probed band is not the operator: the linear solves would solve the wrong
+            # systems ("try a different solver", says this result's message).
+            tridiagonal = ~(_tridiagonal_defect(stiff.vf, t0, y0, args) > 0)
+            verdict = dfx.RESULTS.where(tridiagonal, verdict, dfx.RESULTS.breakdown)
+        return verdict
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         del made_jump
+        y1, result = self._step(terms, t0, t1, y0, args)
+        # A stiff term that `init` refused fails the first step (diffrax then stops), and
+        # its state is NaN: diffrax's loop saves the state of a failed fixed step.
+        accepted = solver_state == dfx.RESULTS.successful
+        result = dfx.RESULTS.where(accepted, result, solver_state)
+        y1 = jax.tree.map(lambda y: jnp.where(accepted, y, jnp.nan), y1)
+        return y1, None, dict(y0=y0, y1=y1), solver_state, result
+
+    def check_stiff_term(self, vector_field, t0, t1, y0, args, *, name: str) -> None:
+        """Raise a `ValueError` naming `name` (e.g. `"Heat.rhs_stiff"`) if the stiff
+        `vector_field(t, y, args)` is not affine in the state, or (`"tridiagonal"`) not a
+        tridiagonal operator: what `init` checks, before a solve and with a message.
+        Skipped (silently) if anything is traced; the solve then fails at its first step."""
+        check_affine(self, vector_field, t0, t1, y0, args, name=name)
+        if not _is_tridiagonal(self.linear_solver) or _traced((t0, y0, args)):
+            return
+        excess = float(_tridiagonal_defect(vector_field, t0, y0, args))
+        if excess > 0:
+            raise ValueError(
+                f"{name} is not a tridiagonal operator on the flattened state, which "
+                f"{type(self).__name__}(linear_solver='tridiagonal') needs (its response to "
+                f"a random state differs from the probed band by {excess:.3g} more than "
+                "rounding): that takes a 1-D operator with non-periodic boundaries and no "
+                "coupling of variables in the stiff part; use linear_solver='gmres'"
+            )
+
+    def _step(self, terms, t0, t1, y0, args):
+        """`(y1, diffrax result)` of one step, for an affine stiff term."""
         explicit, stiff = terms.terms
         # Steps in the state's precision (times may be float64 for a float32 state).
         h = jnp.asarray(t1 - t0, _dtype(y0))
@@ -112,7 +148,7 @@ class AbstractLinearImplicit(dfx.AbstractSolver):
         stage, result = self._solve(jvp, theta_h, rhs, y0)
         y1 = self._combine(explicit, t1, h, stage, f0, args)
         y1 = jax.tree.map(lambda new, old: new.astype(old.dtype), y1, y0)
-        return y1, None, dict(y0=y0, y1=y1), solver_state, result
+        return y1, result
 
     def func(self, terms, t0, y0, args):
         explicit, stiff = terms.vf(t0, y0, args)
@@ -295,3 +331,22 @@ def _probe_tridiagonal(jvp, unravel, flat):
     lower = responses[index[:-1] % 3, index[:-1] + 1]  # A[i+1, i]
     upper = responses[(index[:-1] + 1) % 3, index[:-1]]  # A[i, i+1]
     return diagonal, lower, upper
+
+
+def _tridiagonal_defect(vector_field, t, y0, args):
+    """How far (beyond rounding, `sqrt(eps)` relative) the linearisation of `vector_field`
+    at zero differs from the tridiagonal band `_probe_tridiagonal` reads off it, on a random
+    state: positive if the operator is not tridiagonal (periodic, 2-D, coupled variables)."""
+    y0, args = _no_gradient((y0, args))
+    _, jvp = jax.linearize(lambda y: vector_field(t, y, args), _zeros(y0))
+    flat, unravel = ravel_pytree(y0)
+    v = jax.random.normal(jax.random.key(0), flat.shape, flat.dtype)
+    diagonals = _probe_tridiagonal(jvp, unravel, flat)
+    band = lx.TridiagonalLinearOperator(*diagonals).mv(v)
+    error = _max_abs(ravel_pytree(jvp(unravel(v)))[0] - band)
+    scale = sum(_max_abs(d) for d in diagonals) * _max_abs(v)
+    return error - _sqrt_eps(flat) * scale
+
+
+def _traced(tree: PyTree) -> bool:
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tree))

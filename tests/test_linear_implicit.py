@@ -7,7 +7,6 @@ augmented with the boundary and forcing oscillators (scipy.linalg.expm).
 """
 
 import diffrax as dfx
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import lineax as lx
@@ -172,19 +171,145 @@ def test_scaled_krylov_tolerance_follows_the_right_hand_side(scale):
     assert residual <= max(1e-7 * np.max(np.abs(b)), 1e-15)
 
 
+# ------------------------------------------------------------------------------ scalar ODE
+class Relaxation(ds.Model):
+    """u' = -λ (u - sin t) [stiff: affine, with a forcing] + cos t - μ (u - sin t)
+    [non-stiff], so u(t) = sin t + (u(0) - 0) exp(-(λ + μ) t)."""
+
+    lam: float = 20.0
+    mu: float = 2.0
+    state = ds.State(u=1.0)
+
+    def rhs_stiff(self, t, s):
+        return dict(u=-self.lam * (s.u - jnp.sin(t)))
+
+    def rhs_nonstiff(self, t, s):
+        return dict(u=jnp.cos(t) - self.mu * (s.u - jnp.sin(t)))
+
+
+@pytest.mark.parametrize(("solver", "order"), [("imex_euler", 1), ("crank_nicolson", 2)])
+def test_orders_on_a_scalar_ode(solver, order):
+    # h (λ + μ) from 1.1 down to 0.14; errors at t = 0.5 and 1 against the exact solution.
+    steps = np.array([0.05, 0.025, 0.0125, 0.00625])
+    ts = np.array([0.0, 0.5, 1.0])
+    exact = np.sin(ts) + np.exp(-22.0 * ts)
+
+    @jax.jit
+    @jax.vmap
+    def solve(dt):  # one compile: the step is traced
+        return ds.simulate(
+            Relaxation(), t0=0.0, t1=1.0, save=3, solver=solver, dt0=dt, controller="constant"
+        )
+
+    sol = solve(jnp.asarray(steps))
+    assert np.all(np.asarray(sol.status) == ds.Status.SUCCESS)
+    errors = np.max(np.abs(np.asarray(sol.u) - exact), axis=1)
+    observed = np.polyfit(np.log(steps), np.log(errors), 1)[0]
+    assert abs(observed - order) < 0.1, (observed, errors)
+    assert errors[-1] < (1e-5 if order == 2 else 2e-4)
+
+
 # ------------------------------------------------------------------------------ misuse
-def test_nonaffine_stiff_term_and_non_tridiagonal_operator_are_rejected():
-    y0 = jnp.asarray(U0)
-    squared = dfx.MultiTerm(dfx.ODETerm(_nonstiff), dfx.ODETerm(lambda t, u, d: -(u**2)))
-    init = eqx.filter_jit(lambda solver, terms: solver.init(terms, 0.0, 0.1, y0, 0.1))
-    with pytest.raises(Exception, match="BackwardEuler: the stiff term is not affine"):
-        jax.block_until_ready(init(BackwardEuler(), squared))
-    periodic = dfx.MultiTerm(
-        dfx.ODETerm(_nonstiff),
-        dfx.ODETerm(lambda t, u, d: jnp.roll(u, 1) - 2 * u + jnp.roll(u, -1)),
-    )
-    with pytest.raises(Exception, match="or it is not tridiagonal"):
-        jax.block_until_ready(init(CrankNicolson("tridiagonal"), periodic))
+class Squared(ds.Model):
+    """du/dt = -k u² put in the stiff part, which must be affine: a misuse."""
+
+    k: float = 1.0
+    power: float = 2.0
+    state = ds.State(u=1.0)
+
+    def rhs_nonstiff(self, t, s):
+        return dict(u=0.0 * s.u)
+
+    def rhs_stiff(self, t, s):
+        return dict(u=-self.k * t ** (self.power - 2) * s.u**2)
+
+
+_NOT_AFFINE = "Squared.rhs_stiff is not affine in the state, which {} needs: at t = {}"
+
+
+@pytest.mark.parametrize(
+    ("solver", "cls"), [("imex_euler", "BackwardEuler"), ("crank_nicolson", "CrankNicolson")]
+)
+def test_nonaffine_stiff_part_is_refused_before_the_solve(solver, cls):
+    # Was: imex_euler kept u = 1, crank_nicolson gave u(0.5) = 0.792 (exact 2/3), SUCCESS.
+    run = dict(t0=0.0, t1=1.0, save=3, solver=solver, controller="constant", dt0=0.1)
+    expected = _NOT_AFFINE.format(cls, 0) + r" and the initial state, its value for 'u' differs"
+    with pytest.raises(ValueError, match=expected + r" from its linearisation at zero by 1 "):
+        ds.simulate(Squared(), **run, throw=False)
+    with pytest.raises(ValueError, match=expected):
+        ds.sweep(Squared(), ds.GridSweep({"k": [1.0, 2.0]}), **run, progress=False)
+    # Not affine only at t > 0 (-t u²): found at the first step's end, t0 + dt0.
+    with pytest.raises(ValueError, match=_NOT_AFFINE.format(cls, 0.1)):
+        ds.simulate(Squared(power=3.0), **run)
+
+
+@pytest.mark.parametrize(
+    ("solver", "dt0", "on_error"),
+    [("imex_euler", 0.1, "raise"), ("crank_nicolson", 0.3, "nan")],
+    ids=["scan-raise", "diffrax_loop-nan"],
+)
+def test_nonaffine_stiff_part_fails_a_traced_solve(solver, dt0, on_error, monkeypatch):
+    # Under jit the model is traced: no check before the solve, so the solver's own check
+    # must end it with a failed status (not an error_if, which the compiled program dropped
+    # as dead code, and which the compile cache's EQX_ON_ERROR=nan would make NaN).
+    from equinox import _errors
+
+    monkeypatch.setattr(_errors, "EQX_ON_ERROR", on_error)
+    jax.clear_caches()  # trace in this mode
+
+    @jax.jit
+    def solve(k):
+        return ds.simulate(
+            Squared(k), t0=0.0, t1=0.6, save=3, solver=solver, controller="constant", dt0=dt0,
+            throw=False,
+        )  # fmt: skip
+
+    sol = solve(1.0)
+    assert ds.Status(int(sol.status)) == ds.Status.NONLINEAR_SOLVER
+    assert "move its nonlinear terms to rhs_nonstiff" in sol.message()
+    # Nothing is saved: diffrax saves even t0 only with the first accepted step.
+    assert np.all(np.isnan(sol.u))
+    # k = 0: the stiff part is 0, affine; u = 1 exactly, in the same compiled solve.
+    sol = solve(0.0)
+    assert ds.Status(int(sol.status)) == ds.Status.SUCCESS
+    np.testing.assert_array_equal(sol.u, [1.0, 1.0, 1.0])
+
+
+def test_solver_checks_its_stiff_term_in_any_diffrax_solve():
+    y0 = jnp.linspace(0.5, 1.0, 6)
+
+    def solve(solver, stiff):
+        terms = dfx.MultiTerm(dfx.ODETerm(lambda t, u, d: -u), dfx.ODETerm(stiff))
+        return dfx.diffeqsolve(terms, solver, 0.0, 0.2, 0.1, y0, throw=False)
+
+    squared = solve(BackwardEuler(), lambda t, u, d: -(u**2))
+    assert squared.result == dfx.RESULTS.nonlinear_divergence
+    assert squared.stats["num_steps"] == 1 and np.all(np.isnan(squared.ys))
+    periodic = lambda t, u, d: jnp.roll(u, 1) - 2 * u + jnp.roll(u, -1)  # noqa: E731
+    assert solve(CrankNicolson("tridiagonal"), periodic).result == dfx.RESULTS.breakdown
+    with pytest.raises(ValueError, match="periodic is not a tridiagonal operator on the flat"):
+        CrankNicolson("tridiagonal").check_stiff_term(periodic, 0.0, 0.1, y0, None, name="periodic")
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_affine_check_allows_rounding_and_finds_small_nonlinearities(dtype):
+    # A Laplacian on 4096 cells (4/dx² = 6.7e7) of a constant state with Neumann ghosts
+    # cancels to 0 from terms of 6.7e7 times the state: rounding, not a nonlinearity, and
+    # the Dirichlet ghosts of _stiff add boundary values of 2e3 (float32 and float64).
+    n = 4096
+
+    def laplacian(t, u, eps):
+        padded = jnp.concatenate([u[:1], u, u[-1:]])
+        return n**2 * (padded[2:] - 2 * u + padded[:-2]) + eps * u**2
+
+    check = BackwardEuler().check_stiff_term
+    for y0 in (np.full(n, 1e3), np.cos(np.pi * (np.arange(n) + 0.5) / n)):
+        check(laplacian, 0.0, 0.1, jnp.asarray(y0, dtype), jnp.asarray(0.0, dtype), name="L")
+    check(_stiff, 0.0, 0.1, jnp.asarray(U0, dtype), jnp.asarray(0.1, dtype), name="L")
+    # A reaction term put in the stiff part, 1e-6 (float64) of the state's size: found.
+    if dtype == jnp.float64:
+        with pytest.raises(ValueError, match=r"L is not affine .* by 1e-06 \(rounding allows"):
+            check(laplacian, 0.0, 0.1, jnp.ones(n), jnp.asarray(1e-6), name="L")
 
 
 def test_bad_linear_solver_names_the_argument():

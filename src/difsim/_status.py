@@ -65,7 +65,8 @@ class Status(enum.IntEnum):
         5,
         "nonlinear_solver",
         "the implicit solver's nonlinear iteration failed; tighten rtol/atol or reduce the "
-        "initial step dt0",
+        "initial step dt0 (with 'imex_euler' or 'crank_nicolson', which have none: the stiff "
+        "part is not linear in the state; move its nonlinear terms to rhs_nonstiff)",
     )
     LINEAR_SOLVER = (
         6,

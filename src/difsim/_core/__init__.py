@@ -68,6 +68,7 @@ from difsim._core._steady import (
     solve_steady_state as solve_steady_state,
     steady_state as steady_state,
 )
+from difsim._core._terms import check_stiff_term as check_stiff_term
 from difsim._core._vector_field import (
     Layout as Layout,
     check_rhs as check_rhs,

@@ -25,7 +25,7 @@ from difsim._core._solution import Solution
 from difsim._core._solver_settings import SolverSettings, solver_settings
 from difsim._core._stability import check_explicit_step
 from difsim._core._state import State, is_finite_concrete
-from difsim._core._terms import model_terms, solve_controller
+from difsim._core._terms import check_stiff_term, model_terms, solve_controller
 from difsim._core._vector_field import Layout, VectorField, check_rhs, check_spectrum
 from difsim._pde import constrain
 from difsim._status import Status, max_steps_message, status_from_result
@@ -139,6 +139,8 @@ def simulate(
         field = VectorField(layout, "rhs")
         name = type(model).__name__
         check_explicit_step(settings.solver, field, model, times.t0, y0, settings.dt0, name)
+    if imex:
+        check_stiff_term(model, layout, settings.solver, times.t0, settings.dt0)
     dfx_event = plan_events(model, event, layout, settings.rtol, settings.atol, max_events, dense)
     _check_adjoint_and_sharding(dfx_event, adjoint_obj, sharding)
     ts = times.save_times()

@@ -28,6 +28,25 @@ def model_terms(
     return dfx.MultiTerm(explicit, dfx.ODETerm(VectorField(layout, "rhs_stiff")))
 
 
+def check_stiff_term(model: Model, layout: Layout, solver, t0, dt0) -> None:
+    """Raise a `ValueError` naming the model, `rhs_stiff` and the variable if a
+    linear-implicit `solver` ([`difsim.solvers.AbstractLinearImplicit`][]) would get a
+    stiff part that is not affine in the state: before the solve, on concrete values (the
+    solver checks again inside the solve, where a failure is a status, not a message)."""
+    if not isinstance(solver, solvers.AbstractLinearImplicit):
+        return
+    stiff = VectorField(layout, "rhs_stiff")
+    y0 = layout.unpack(layout.pack(model.initial_state().values))
+    # The first step's ends, as the solver's own check sees them (t0 + dt0); t0 alone if
+    # the step is unknown or traced (a vmap over dt0), so that the check still runs.
+    concrete = dt0 is not None and not isinstance(dt0, jax.core.Tracer)
+    t1 = t0 + dt0 if concrete else t0
+    solver.check_stiff_term(
+        lambda t, y, m: layout.unpack(stiff(t, layout.pack(y), m)), t0, t1, y0, model,
+        name=f"{type(model).__name__}.rhs_stiff",
+    )  # fmt: skip
+
+
 def solve_controller(settings, key: jax.Array | None, ts, final_only: bool):
     """The step-size controller of a solve: the settings', made to step to the save
     times `ts` for a stochastic model (`key`; see [`step_controller`][])."""

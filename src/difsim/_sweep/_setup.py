@@ -21,6 +21,7 @@ from difsim._core import (
     SaveSpec,
     SolverSettings,
     check_rhs,
+    check_stiff_term,
     resolve_solver_settings,
     solver_settings,
 )
@@ -178,6 +179,10 @@ def _prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepS
     # Traced once (no FLOPs): the ensemble engine calls `rhs` without simulate's checks, so
     # a Python `if` on the state or a missing derivative is named here.
     check_rhs(model, Layout.of(state), "rhs")
+    if solver.settings.imex:  # a linear-implicit solver's stiff part must be affine
+        check_stiff_term(
+            model, Layout.of(state), solver.settings.solver, save.t0, solver.settings.dt0
+        )
     dtype = np.dtype(jnp.result_type(*[jnp.asarray(v) for v in state.values.values()]))
     if not np.issubdtype(dtype, np.floating):
         dtype = np.dtype(jnp.result_type(float))
