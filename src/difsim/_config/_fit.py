@@ -44,6 +44,7 @@ from difsim._fit import (
     OPTIMIZERS,
     MultipleShooting,
     as_transform,
+    check_data_values,
     read_data,
 )
 
@@ -252,6 +253,12 @@ def _check_data(values: dict[str, Any], observe, states, control) -> None:
                     f"{names_list(observed)}{did_you_mean(name, observed)}",
                     f"fit.{table}.{name}",
                 )
+    try:  # the values the fit will read: a run would refuse them only after loading
+        check_data_values(dataset, coord, tuple(observed), noise=values["noise"],
+                          weights=values["weights"], sigma=values["sigma"],
+                          increasing=control is None)  # fmt: skip
+    except ValueError as e:
+        raise ConfigError(f"{e} (in {path})", "fit.data") from None
 
 
 # [solver] defaults that differ for a fit: gradients and Gauss-Newton steps want float64, and

@@ -282,6 +282,27 @@ def fit_data(
     )
 
 
+def check_data_values(
+    dataset: xr.Dataset,
+    coord: str,
+    names: tuple[str, ...],
+    *,
+    noise: str,
+    weights,
+    sigma,
+    increasing: bool = True,
+) -> None:
+    """Check the values a fit would read — the coordinate `coord`, the observed variables
+    `names`, their `weights`/`sigma` — as [`fit_data`][] does, without building anything
+    (what `difsim check` runs on a config's data). **Raises:** `ValueError` naming the
+    culprit."""  # fmt: skip
+    coord_values = coordinate_values(dataset, coord, increasing=increasing)
+    columns = [_column(dataset, name, coord, coord_values, noise) for name in names]
+    w = _weights(names, coord_values.shape[0], weights, sigma)
+    if columns and not np.any(np.where(~np.isnan(np.stack(columns, axis=1)), w, 0.0) > 0):
+        raise ValueError("the data are empty: no observed value has a positive weight")
+
+
 def _attrs_text(dataset: xr.Dataset, coord: str, names: tuple[str, ...]) -> str:
     """The attributes of `dataset`, its coordinate `coord` and variables `names` as JSON
     (static in `FitData`, so hashable text; values other than text and numbers dropped)."""
