@@ -285,22 +285,23 @@ def fit_data(
 def check_data_values(
     dataset: xr.Dataset,
     coord: str,
-    names: tuple[str, ...],
+    model: Model,
+    observe,
     *,
     noise: str,
     weights,
     sigma,
     increasing: bool = True,
 ) -> None:
-    """Check the values a fit would read — the coordinate `coord`, the observed variables
-    `names`, their `weights`/`sigma` — as [`fit_data`][] does, without building anything
-    (what `difsim check` runs on a config's data). **Raises:** `ValueError` naming the
-    culprit."""  # fmt: skip
-    coord_values = coordinate_values(dataset, coord, increasing=increasing)
-    columns = [_column(dataset, name, coord, coord_values, noise) for name in names]
-    w = _weights(names, coord_values.shape[0], weights, sigma)
-    if columns and not np.any(np.where(~np.isnan(np.stack(columns, axis=1)), w, 0.0) > 0):
-        raise ValueError("the data are empty: no observed value has a positive weight")
+    """Check the data as a fit of `model` reads it — the coordinate `coord`, which data
+    variables are observed and how (`observe`, or `None`), their values, `weights` and
+    `sigma` — without solving anything (what `difsim check` runs on a config's data).
+
+    **Raises:** `ValueError`/`TypeError` naming the culprit, as [`fit`][] would."""
+    coords = coordinate_values(dataset, coord, increasing=increasing)
+    pairs = observation_map(dataset, coord, model, observe)
+    fit_data(dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma,
+             dtype=jnp.result_type(float))  # fmt: skip
 
 
 def _attrs_text(dataset: xr.Dataset, coord: str, names: tuple[str, ...]) -> str:
