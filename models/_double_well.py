@@ -32,9 +32,7 @@ class DoubleWellLangevin(Model):
     """
 
     a: float = param(1.0, units="1", description="potential scale: V(x) = a (x^4/4 - x^2/2)")
-    D: float = param(
-        0.25, units="1", description="diffusion coefficient (kT over friction)"
-    )
+    D: float = param(0.25, units="1", description="diffusion coefficient (kT over friction)")
     time_units: ClassVar[str] = "1"  # model time
     state = State(x=Var(-1.0, units="1", description="position"))
 

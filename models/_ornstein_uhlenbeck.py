@@ -29,9 +29,7 @@ class OrnsteinUhlenbeck(Model):
 
     theta: float = param(1.0, units="1", description="mean-reversion rate (per model time unit)")
     mu: float = param(0.0, units="1", description="long-run mean")
-    sigma: float = param(
-        0.5, units="1", description="noise amplitude (per sqrt of model time)"
-    )
+    sigma: float = param(0.5, units="1", description="noise amplitude (per sqrt of model time)")
     time_units: ClassVar[str] = "1"  # model time
     state = State(x=Var(1.0, units="1", description="position"))
 

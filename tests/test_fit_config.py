@@ -111,3 +111,21 @@ def test_fit_config_parses_round_trips_and_defaults_to_float64():
     # Multistart: n, a key from the seed, the scale.
     many = load_config(FIT, overrides={"fit.multistart": 4, "fit.seed": 2}).fit.kwargs()
     assert many["multistart"][0] == 4 and many["multistart"][2] == 0.3
+
+
+def test_data_values_are_checked_when_the_config_is(tmp_path):
+    # `difsim check` used to read only the data's names; the run refused bad values later.
+    import xarray as xr
+
+    data = xr.open_dataset(ROOT / "data" / "influenza.nc").load()
+    order = [1, 0, *range(2, data.sizes["day"])]
+    bed = data.confined_to_bed.values.astype(float)
+    bed[3] = float("inf")
+    cases = {
+        "unsorted.nc": (data.isel(day=order), "strictly increasing"),
+        "infinite.nc": (data.assign(confined_to_bed=("day", bed)), "infinite value"),
+    }
+    for name, (broken, fragment) in cases.items():
+        broken.to_netcdf(tmp_path / name)
+        error = _error(_fit_with("fit.data", str(tmp_path / name)))
+        assert error.key == "fit.data" and fragment in str(error), str(error)

@@ -83,6 +83,9 @@ def test_python_if_in_a_sweep_is_named_before_the_engine_traces_it():
     # The ensemble engine (the sweep's default) traces rhs itself: the sweep checks first.
     with pytest.raises(TypeError, match=r"BranchOnState\.rhs uses a Python `if`"):
         ds.sweep(BranchOnState(), ds.GridSweep({"k": [0.5, 1.0]}), t0=0.0, t1=1.0)
+    # Called directly, the engine checks too.
+    with pytest.raises(TypeError, match=r"BranchOnState\.rhs uses a Python `if`"):
+        ds.simulate_ensemble(BranchOnState(), {"k": jnp.asarray([0.5, 1.0])}, t0=0.0, t1=1.0)
 
 
 def test_missing_and_extra_keys_are_both_reported():

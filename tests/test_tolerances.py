@@ -150,3 +150,10 @@ def test_traced_tolerances_still_pass():
     )
     errors = np.abs(np.asarray(finals) - np.exp(-1.0))
     assert errors[1] < 1e-9 < errors[0]
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2**31, 1.5, True, "100"])
+def test_max_steps_from_python_is_checked_before_solving(bad):
+    # An int32 step counter: 2**31 would overflow inside the compiled loop.
+    with pytest.raises(ValueError, match=r"max_steps must be an integer from 1 to 2\*\*31 - 1"):
+        ds.simulate(ds.models.ExponentialDecay(), t0=0.0, t1=1.0, max_steps=bad)

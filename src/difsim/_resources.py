@@ -23,6 +23,7 @@ import math
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 MEMORY_ENV = "DIFSIM_MEMORY_LIMIT"
@@ -84,9 +85,9 @@ def memory_limit() -> tuple[int | None, str]:
     override = _override(MEMORY_ENV)
     if override is not None:
         return override, f"the limit set by {MEMORY_ENV}"
-    figures = [n for n in (_meminfo_available(), _cgroup_available()) if n is not None]
-    if figures:
-        return min(figures), "the memory available on this machine"
+    available = _available_now()
+    if available is not None:
+        return available, "the memory available on this machine"
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -118,6 +119,24 @@ def _override(name: str) -> int | None:
         return parse_bytes(text, name)
     except ValueError as e:
         raise ResourceError(str(e), name) from None
+
+
+# (monotonic time, bytes) of the last reading: a repeated sweep checks its memory on every
+# call, and reading /proc and the cgroup files costs ~0.3 ms, a visible share of a small
+# sweep; what is available does not move much within a second.
+_last_reading: tuple[float, int | None] = (-math.inf, None)
+READING_TTL_S = 1.0
+
+
+def _available_now() -> int | None:
+    """The memory available now (the smaller of /proc/meminfo's and the cgroup's), read at
+    most once per `READING_TTL_S`."""
+    global _last_reading
+    now = time.monotonic()
+    if now - _last_reading[0] > READING_TTL_S:
+        figures = [n for n in (_meminfo_available(), _cgroup_available()) if n is not None]
+        _last_reading = (now, min(figures) if figures else None)
+    return _last_reading[1]
 
 
 def _meminfo_available() -> int | None:

@@ -44,6 +44,7 @@ from difsim._fit import (
     OPTIMIZERS,
     MultipleShooting,
     as_transform,
+    check_data_values,
     read_data,
 )
 
@@ -77,7 +78,7 @@ def parse_fit(values: dict[str, Any], parsed: dict[str, Any]) -> FitSpec:
     observe = _flatten_state(values["observe"], "observe")
     _check_observe(observe, cls.__name__, states)
     _check_tables(values)
-    _check_data(values, observe, states, control)
+    _check_data(values, observe, states, control, parsed["model"])
     settings = {k: values[k] for k in FitSpec.SETTINGS if k != "data"}
     if values["multistart"] is not None:
         settings["seed"] = 0 if values["seed"] is None else values["seed"]
@@ -221,7 +222,7 @@ def _check_free(name: str, spec: Any, cls: str, params, states, control) -> None
         raise ConfigError(str(e), key) from None
 
 
-def _check_data(values: dict[str, Any], observe, states, control) -> None:
+def _check_data(values: dict[str, Any], observe, states, control, model) -> None:
     """Read the data file (small: observations) and check the names that refer to it."""
     path = Path(values["data"])
     if not path.exists():
@@ -252,6 +253,12 @@ def _check_data(values: dict[str, Any], observe, states, control) -> None:
                     f"{names_list(observed)}{did_you_mean(name, observed)}",
                     f"fit.{table}.{name}",
                 )
+    try:  # the values the fit will read: a run would refuse them only after loading
+        check_data_values(dataset, coord, model.build(), dict(observe) or None,
+                          noise=values["noise"], weights=values["weights"],
+                          sigma=values["sigma"], increasing=control is None)  # fmt: skip
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{e} (in {path})", "fit.data") from None
 
 
 # [solver] defaults that differ for a fit: gradients and Gauss-Newton steps want float64, and

@@ -6,6 +6,8 @@ are. The precedence of the caller's values, the model's `solver_defaults` and di
 [`resolve_solver_settings`][]'s.
 """
 
+from typing import Any
+
 import diffrax as dfx
 import equinox as eqx
 import jax
@@ -140,11 +142,25 @@ def solver_settings(
         dt0=dt0,
         rtol=rtol,
         atol=atol,
-        max_steps=requested["max_steps"],
+        max_steps=check_max_steps(requested["max_steps"]),
         root_tol=requested["root_tol"],
         solver_requested=name,
         controller_requested=requested["controller"],
     )
+
+
+def check_max_steps(value: Any) -> int:
+    """`value` as the step cap of a solve: an integer from 1 to 2**31 - 1 (diffrax counts
+    steps in int32; a larger cap would overflow inside the compiled loop).
+
+    **Raises:** `ValueError` naming `max_steps` and the value."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | np.integer)
+        or not (1 <= value < 2**31)
+    ):
+        raise ValueError(f"max_steps must be an integer from 1 to 2**31 - 1, got {value!r}")
+    return int(value)
 
 
 def _check_controller_clash(controller, **tolerances) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 from jaxtyping import ArrayLike
 
 from difsim._core import (
+    Layout,
     Model,
     RealScalarLike,
     SaveLike,
@@ -17,6 +18,7 @@ from difsim._core import (
     Solution,
     SolverSettings,
     Times,
+    check_rhs,
     solver_settings,
     state_var,
 )
@@ -87,6 +89,9 @@ def simulate_ensemble(
     ):
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
     adjoint = make_adjoint(adjoint)
+    # Traced once (no FLOPs): the engine calls `rhs` without simulate's checks, so a Python
+    # `if` on the state or a missing derivative is named here, not as a raw JAX error.
+    check_rhs(model, Layout.of(model.initial_state()), "rhs")
     return run_ensemble(model, check_points(model, points), times, settings, block_size, adjoint)
 
 

@@ -7,6 +7,7 @@ from difsim._fit._checkpoint import (
 )
 from difsim._fit._data import (
     NOISE_MODELS as NOISE_MODELS,
+    check_data_values as check_data_values,
     read_data as read_data,
 )
 from difsim._fit._drivers import (
