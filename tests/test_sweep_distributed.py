@@ -78,7 +78,11 @@ WORKER = textwrap.dedent(
         except Stop:
             report["stopped"] = True
     else:
-        result, info = run_sweep(ds.models.Lorenz(), spec, output=out + "/sweep.nc", **kw)
+        # "auto": no chunk size given, so the stored one (8) must be kept by every process
+        # (only process 0 reads the store).
+        auto = dict(chunk_size=None) if sys.argv[3:] == ["auto"] else {}
+        result, info = run_sweep(ds.models.Lorenz(), spec, output=out + "/sweep.nc",
+                                 **{**kw, **auto})
         report.update(returned=result is not None, reused=info.reused,
                       computed=list(info.computed), wrote=list(wrote))
         # In memory (no output), every process gets the whole Dataset back.
@@ -150,8 +154,9 @@ def test_two_processes_equal_one(tmp_path):
     assert not (multi / "sweep.nc").exists()
     assert done_chunks(multi / "sweep.nc.zarr") == [0, 1]
 
-    # 2. Rerun: both processes skip the stored chunks and compute the other three.
-    results = run_processes(script, [str(multi), "run"])
+    # 2. Rerun without a chunk size: both processes keep the stored one (8), skip the
+    # stored chunks and compute the other three.
+    results = run_processes(script, [str(multi), "run", "auto"])
     check_ok(results)
     for pid, (_, log) in enumerate(results):
         r = _report(log)

@@ -198,6 +198,10 @@ def run_sweep(
         ensemble=setup.engine == "ensemble",
         in_memory=_in_memory(options),
     )  # fmt: skip
+    # Only the writer read the stored chunk size (a resume on another device count keeps
+    # it): every process must run the same chunks.
+    size = int(dist.broadcast_from_writer(np.asarray(chunking.size, np.int64)))
+    chunking = dataclasses.replace(chunking, size=size)
     # Every process has the store: each writes its share of the chunks (`ChunkStore.join`).
     store = None if output is None else _chunk_store(output, location, setup, chunking)
     # Processes given different configs would run different programs in lockstep and hang
