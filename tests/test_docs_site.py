@@ -111,3 +111,17 @@ def test_docs_extra_is_part_of_dev():
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert {re.split(r"[<>=\[]", r)[0] for r in extras["docs"]} >= {"mkdocs", "mkdocs-material"}
     assert "difsim[docs]" in extras["dev"]
+
+
+def test_make_test_builds_the_docs_and_ci_runs_the_readme_commands():
+    # README: `make run` and `make test` set up and check a fresh clone. `make test` runs
+    # the tests, then builds the site strictly; CI runs both commands, the docs once.
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^test: .*\n((?:\t.*\n)+)", makefile, flags=re.M)[1].split("\n")
+    assert recipe[0] == "\t$(PY) -m pytest" and "docs" in recipe[1]
+    assert "--strict" in re.search(r"^docs: .*\n\t(.*)\n", makefile, flags=re.M)[1]
+    readme = (ROOT / "README.md").read_text()
+    assert "make run " in readme and "make test " in readme
+    ci = [line.split() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    steps = [w[w.index("make") + 1] for w in ci if "make" in w and not w[0].startswith("#")]
+    assert steps == ["run", "test", "wheel-check", "lint"]
