@@ -1,6 +1,7 @@
 # Two commands set up a fresh machine (see README.md):
 #   make run   — create .venv, install difsim, run the Lorenz example (netCDF + PNG in runs/)
-#   make test  — create .venv, install difsim with its dev extra, run the test-suite
+#   make test  — create .venv, install difsim with its dev extra, run the test-suite, then
+#                build the documentation site strictly (every snippet runs in the tests)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -17,8 +18,11 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/difsim run experiments/lorenz.toml
 
+# The test-suite (every code block of README.md and docs/*.md runs or is checked there),
+# then the docs site built strictly: a broken link or cross-reference fails `make test`.
 test: $(STAMP)
 	$(PY) -m pytest
+	$(MAKE) --no-print-directory docs
 
 # The documentation site (mkdocs.yml): concept pages, API reference, examples. --strict turns
 # every warning (a broken link or cross-reference, a missing page) into an error.

@@ -63,10 +63,18 @@ def test_gallery_includes_every_shipped_config():
     included = set(re.findall(r'--8<-- "experiments/([\w]+)\.toml"', gallery))
     shipped = {p.stem for p in (ROOT / "experiments").glob("*.toml")}
     assert included == shipped
-    for name in shipped:
-        assert f"### {name}\n" in gallery, name
+    sections = dict(re.findall(r"^### (\w+)\n(.*?)(?=^##|\Z)", gallery, flags=re.M | re.S))
+    assert set(sections) == shipped
     for image in re.findall(r"\]\((img/[^)]+)\)", gallery):
         assert (DOCS / image).is_file(), image
+    # Every shipped config writes a PNG when run, so every example shows its figure
+    # (experiments/make_gallery.py makes a missing one from the config).
+    writes_png = {
+        n for n in shipped if tomllib.loads((ROOT / "experiments" / f"{n}.toml").read_text())
+        .get("output", {}).get("plot", True) is not False
+    }  # fmt: skip
+    without = sorted(n for n in writes_png if not re.search(r"!\[[^\]]*\]\(img/", sections[n]))
+    assert not without, f"gallery examples without a figure: {without}"
 
 
 def test_licence_is_apache_2_everywhere():
@@ -103,3 +111,17 @@ def test_docs_extra_is_part_of_dev():
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert {re.split(r"[<>=\[]", r)[0] for r in extras["docs"]} >= {"mkdocs", "mkdocs-material"}
     assert "difsim[docs]" in extras["dev"]
+
+
+def test_make_test_builds_the_docs_and_ci_runs_the_readme_commands():
+    # README: `make run` and `make test` set up and check a fresh clone. `make test` runs
+    # the tests, then builds the site strictly; CI runs both commands, the docs once.
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^test: .*\n((?:\t.*\n)+)", makefile, flags=re.M)[1].split("\n")
+    assert recipe[0] == "\t$(PY) -m pytest" and "docs" in recipe[1]
+    assert "--strict" in re.search(r"^docs: .*\n\t(.*)\n", makefile, flags=re.M)[1]
+    readme = (ROOT / "README.md").read_text()
+    assert "make run " in readme and "make test " in readme
+    ci = [line.split() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    steps = [w[w.index("make") + 1] for w in ci if "make" in w and not w[0].startswith("#")]
+    assert steps == ["run", "test", "wheel-check", "lint"]

@@ -6,6 +6,7 @@ shape and one solver configuration so that each model compiles once.
 """
 
 import inspect
+import io
 from pathlib import Path
 
 import numpy as np
@@ -240,6 +241,24 @@ def test_robertson_conserves_mass():
     np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
     assert np.all(y > -1e-12)
     assert float(sol.y3[-1]) > 0.5  # by t = 1e5 most of A has become C
+
+
+def test_robertson_is_drawn_on_a_log_time_axis():
+    # Its kinetics span ten decades of time: the figure (`ds.plot`, what `difsim run`
+    # saves) has a log time axis, without t = 0, which a log axis cannot show. The solve is
+    # the one above (compiled once); tests/test_plot_conventions.py checks the convention.
+    _, sol = _solve(MODELS["robertson"](), ROBERTSON_TIMES)
+    fig = ds.plot(sol)
+    fig.savefig(io.BytesIO(), format="png")  # rendered: limits and ticks laid out
+    assert [ax.get_xscale() for ax in fig.axes] == ["log", "log", "log"]
+    assert [ax.get_ylabel() for ax in fig.axes] == ["y1 [1]", "y2 [1]", "y3 [1]"]
+    assert fig.axes[-1].get_xlabel() == "time [1]"
+    low, high = fig.axes[-1].get_xlim()
+    assert 0 < low < 1e-5 and high > 1e5
+    for ax, name in zip(fig.axes, ("y1", "y2", "y3")):
+        (line,) = ax.lines
+        np.testing.assert_array_equal(line.get_xdata(), ROBERTSON_TIMES[1:])
+        np.testing.assert_array_equal(line.get_ydata(), np.asarray(sol.ys[name])[1:])
 
 
 # --------------------------------------------------------------------------- analytic checks

@@ -45,7 +45,9 @@ class Kinetics(ds.Model):
 
 
 def test_kinetics_on_a_log_time_axis():
-    assert Robertson.plot_time_scale == "log"  # the zoo's stiff kinetics declare it
+    # The zoo's stiff kinetics declare it; Robertson's own figure is checked where its
+    # (implicit, costly to compile) solve already is: tests/test_models.py.
+    assert Robertson.plot_time_scale == "log"
     ts = jnp.concatenate([jnp.zeros(1), jnp.logspace(-3, 1, 9)])
     fig = ds.plot(ds.simulate(Kinetics(), t=ts, rtol=1e-10, atol=1e-12))  # a Solution
     (ax,) = fig.axes
@@ -96,8 +98,32 @@ def test_angles_are_wrapped_into_one_turn():
     assert fig.axes[-1].get_xlabel() == "theta [rad]"  # the model's phase portrait
 
 
-def test_phase_given_or_declared_and_checked():
-    data = ds.simulate(Lorenz(), t=jnp.linspace(0.0, 1.0, 11)).to_xarray()
+@pytest.fixture(scope="module")
+def lorenz_solution():
+    return ds.simulate(Lorenz(), t=jnp.linspace(0.0, 1.0, 11))
+
+
+def _phase_axes(fig):
+    (ax,) = [ax for ax in fig.axes if ax.get_title() == "phase portrait"]
+    return ax
+
+
+def test_plotting_a_solution_draws_its_models_phase_portrait(lorenz_solution):
+    # `ds.plot(solution)`, not only its Dataset (an AttributeError once): Lorenz declares
+    # phase = ("x", "z"), drawn from the solution's own values, starting point marked.
+    sol = lorenz_solution
+    for fig in (ds.plot(sol), sol.plot()):
+        ax = _phase_axes(fig)
+        assert (ax.get_xlabel(), ax.get_ylabel()) == ("x [1]", "z [1]")
+        orbit, start = ax.lines
+        np.testing.assert_array_equal(orbit.get_xdata(), np.asarray(sol.ys["x"]))
+        np.testing.assert_array_equal(orbit.get_ydata(), np.asarray(sol.ys["z"]))
+        assert (start.get_xdata()[0], start.get_ydata()[0]) == (1.0, 0.0)  # Lorenz's state
+        assert [a.get_ylabel() for a in fig.axes if a is not ax] == ["x [1]", "y [1]", "z [1]"]
+
+
+def test_phase_given_or_declared_and_checked(lorenz_solution):
+    data = lorenz_solution.to_xarray()
     declared = ds.plot(data)
     assert declared.axes[-1].get_xlabel() == "x [1]" and declared.axes[-1].get_ylabel() == "z [1]"
     chosen = ds.plot(data, phase=("y", "z"))
