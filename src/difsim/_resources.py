@@ -173,17 +173,7 @@ def _cgroup_available() -> int | None:
 def check_memory(needed: float, what: str, key: str, advice: str = "") -> None:
     """Raise [`ResourceError`][] when `needed` bytes (for `what`, set by `key`) exceed the
     memory limit. The message reads `key: what needs about N, more than L (source); advice`."""
-    limit, source = memory_limit()
-    if limit is not None and needed > limit:
-        raise ResourceError(
-            f"{key}: {what} would need about {format_bytes(needed)} of memory, more than "
-            f"{format_bytes(limit)} ({source})"
-            + (f"; {advice}" if advice else "")
-            + f" (set {MEMORY_ENV} to change the limit)",
-            key,
-            int(min(needed, 2**63)),
-            limit,
-        )
+    _check(needed, memory_limit(), "memory", MEMORY_ENV, what, key, advice)
 
 
 def check_disk(
@@ -191,13 +181,17 @@ def check_disk(
 ) -> None:
     """Raise [`ResourceError`][] when `needed` bytes written under `path` exceed the disk
     limit there."""
-    limit, source = disk_limit(path)
+    _check(needed, disk_limit(path), "disk", DISK_ENV, what, key, advice)
+
+
+def _check(needed, found, resource: str, env: str, what: str, key: str, advice: str) -> None:
+    limit, source = found
     if limit is not None and needed > limit:
         raise ResourceError(
-            f"{key}: {what} would need about {format_bytes(needed)} of disk, more than "
+            f"{key}: {what} would need about {format_bytes(needed)} of {resource}, more than "
             f"{format_bytes(limit)} ({source})"
             + (f"; {advice}" if advice else "")
-            + f" (set {DISK_ENV} to change the limit)",
+            + f" (set {env} to change the limit)",
             key,
             int(min(needed, 2**63)),
             limit,
