@@ -14,6 +14,8 @@ root_tol.
 """
 
 import functools
+import tomllib
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -23,41 +25,13 @@ import pytest
 import difsim as ds
 from difsim.models import Hires, Oregonator, Robertson, VanDerPol
 
-# name: (model, t1, atol / rtol, published y(t1)).
+# name: (model, t1, atol / rtol, published y(t1)), the values from data/stiff_test_set.toml.
+_MODELS = {"robertson": Robertson(), "hires": Hires(), "oregonator": Oregonator(),
+           "van_der_pol": VanDerPol(mu=1e3)}  # fmt: skip
+_SET = tomllib.loads((Path(__file__).parents[1] / "data" / "stiff_test_set.toml").read_text())
 PROBLEMS = {
-    "robertson": (
-        Robertson(),
-        1e11,
-        1e-8,  # y2 is 8e-14 at t1
-        [0.2083340149701255e-07, 0.8333360770334713e-13, 0.9999999791665050],
-    ),
-    "hires": (
-        Hires(),
-        321.8122,
-        1e-4,
-        [
-            0.7371312573325668e-3,
-            0.1442485726316185e-3,
-            0.5888729740967575e-4,
-            0.1175651343283149e-2,
-            0.2386356198831331e-2,
-            0.6238968252742796e-2,
-            0.2849998395185769e-2,
-            0.2850001604814231e-2,
-        ],
-    ),  # fmt: skip
-    "oregonator": (
-        Oregonator(),
-        360.0,
-        1e-3,
-        [0.1000814870318523e1, 0.1228178521549917e4, 0.1320554942846706e3],
-    ),
-    "van_der_pol": (
-        VanDerPol(mu=1e3),
-        2000.0,
-        1e-3,
-        [0.1706167732170483e1, -0.8928097010247975e-3],
-    ),
+    name: (model, _SET[name]["t1"], _SET[name]["atol_ratio"], _SET[name]["y"])
+    for name, model in _MODELS.items()
 }
 RTOLS = 10.0 ** -np.arange(3, 11)
 
