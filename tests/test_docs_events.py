@@ -62,6 +62,22 @@ def test_events_doc_numbers(run_doc):
         np.testing.assert_allclose(np.asarray(runs.central[i]) / V, exact, atol=1e-6)
 
 
+def test_events_doc_sweep_keeps_each_balls_landings(run_doc):
+    balls = run_doc("docs/events.md")["balls"]
+    t1 = np.sqrt(2 * H0 / G)
+    for e in (0.5, 0.7, 0.9):
+        times = landings(200, e)
+        # Landings before t = 8 s, up to the one leaving the ball slower than v_rest.
+        rest = int(np.argmax(G * t1 * e ** np.arange(1, 201) < 0.01)) + 1
+        n = min(int(np.sum(times <= 8.0)), rest)
+        lane = balls.sel(e=e)
+        assert int(lane.event_count) == n
+        np.testing.assert_allclose(lane.event_time[:n], times[:n], rtol=1e-9)
+        assert np.isnan(lane.event_time[n:]).all() and (lane.event_type[n:] == -1).all()
+        np.testing.assert_allclose(float(lane.t_end), times[n - 1] if n == rest else 8.0)
+    assert balls.sizes["event"] == int(balls.event_count.max())
+
+
 def ball_height(t, e=0.8):
     """The exact height: free flight from the floor after the n-th landing."""
     lands = landings(60, e)

@@ -14,6 +14,7 @@ import numpy as np
 
 from difsim._config._experiment import ModelSpec, OutputSpec, SweepSpec, TimeSpec, field_defaults
 from difsim._config._schema import ConfigError
+from difsim._core import declared_events
 from difsim._pde import Grid, grid_from_table
 from difsim._resources import ResourceError, check_disk, check_memory
 from difsim._sweep import RandomSweep
@@ -51,7 +52,8 @@ def check_experiment_resources(parsed: dict[str, Any]) -> None:
     )
     output = parsed["output"]
     if parsed.get("sweep") is not None:
-        _check_sweep(parsed["sweep"], output, time, n_values, item)
+        events = event_bytes(model.cls, n_values, item)
+        _check_sweep(parsed["sweep"], output, time, n_values, item, events)
     elif output.path is not None:
         _as_config_error(
             lambda: check_disk(
@@ -82,8 +84,16 @@ def state_size(model: ModelSpec) -> int:
     return max(size, 1)
 
 
+def event_bytes(cls: type, n_values: int, item: int) -> int:
+    """Bytes of one trajectory's event record in a sweep of a model of class `cls` with
+    events (docs/events.md; 0 without): room for `max_events` times, types (int32) and
+    states before and after, the count (int32) and `t_end`."""
+    names, cap = declared_events(cls)
+    return cap * (item + 4 + 2 * n_values * item) + 4 + item if names else 0
+
+
 def _check_sweep(
-    sweep: SweepSpec, output: OutputSpec, time: TimeSpec, n_values: int, item: int
+    sweep: SweepSpec, output: OutputSpec, time: TimeSpec, n_values: int, item: int, events: int
 ) -> None:
     spec = sweep.spec
     n = 1 if spec is None else spec.size  # a Monte Carlo sweep may have no swept key
@@ -105,10 +115,10 @@ def _check_sweep(
     elif keep == "trajectory":
         kept = n_values * time.n_saved
     elif sweep.samples:  # statistics over the paths: one value per saved time each
-        kept = len(keep) * time.n_saved
+        kept, events = len(keep) * time.n_saved, 0  # and no event record
     else:  # observables: at least one value each
         kept = len(keep)
-    per_point = kept * item + _BOOKKEEPING
+    per_point = kept * item + events + _BOOKKEEPING
     what = f"the results of {n:,} trajectories (at least {per_point:,} bytes each)"
     if output.path is None:
         _as_config_error(

@@ -15,6 +15,9 @@ from difsim._core._event import (
     Event as Event,
     TimeEvent as TimeEvent,
 )
+from difsim._core._event_plan import (
+    declared_events as declared_events,
+)
 from difsim._core._event_record import (
     EventRecord as EventRecord,
 )

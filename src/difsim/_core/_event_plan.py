@@ -66,6 +66,21 @@ def _name(event: AbstractEvent, i: int) -> str:
     return label if label.isidentifier() else f"event{i}"
 
 
+def _names(events: Sequence[AbstractEvent]) -> tuple[str, ...]:
+    return tuple(_name(e, i) for i, e in enumerate(events))
+
+
+def _class_cap(cls: type) -> int:
+    return getattr(cls, "max_events", DEFAULT_MAX_EVENTS)
+
+
+def declared_events(cls: type) -> tuple[tuple[str, ...], int]:
+    """`(names, max_events)` of the events model class `cls` declares, as a solve of one of
+    its models without `simulate(event=...)` records them: the names in declaration order
+    (`()` for a model without events) and the cap on events per solve."""
+    return _names(_as_events(list(getattr(cls, "events", ())))), int(_class_cap(cls))
+
+
 def plan_events(
     model, event: Any, layout: Layout, rtol, atol, max_events: int | None, dense: bool
 ) -> EventPlan | None:
@@ -78,7 +93,7 @@ def plan_events(
     events = _as_events(list(declared)) + _as_events(event)
     if not events and not dense:
         return None
-    names = tuple(_name(e, i) for i, e in enumerate(events))
+    names = _names(events)
     for name in names:
         if names.count(name) > 1:
             raise ValueError(f"two events are called {name!r}: give them distinct names")
@@ -87,7 +102,7 @@ def plan_events(
         for e, n in zip(events, names)
     )
     if max_events is None:
-        max_events = getattr(type(model), "max_events", DEFAULT_MAX_EVENTS)
+        max_events = _class_cap(type(model))
     if isinstance(max_events, bool) or not isinstance(max_events, int | np.integer):
         raise TypeError(f"max_events must be a positive integer, got {max_events!r}")
     if max_events < 1:

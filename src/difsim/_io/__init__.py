@@ -19,6 +19,11 @@ from difsim._io._cf import (
     time_attrs as time_attrs,
     versions as versions,
 )
+from difsim._io._event_vars import (
+    EVENT_DIM as EVENT_DIM,
+    event_variables as event_variables,
+    t_end_attrs as t_end_attrs,
+)
 from difsim._io._lock import (
     OutputLockedError as OutputLockedError,
     lock_path as lock_path,

@@ -9,6 +9,7 @@ import numpy as np
 import xarray as xr
 
 from difsim._io._cf import cf_attrs, parameter_attr, time_attrs
+from difsim._io._event_vars import EVENT_DIM, event_variables, t_end_attrs
 from difsim._io._meta import (
     coord_attrs,
     invariant_variables,
@@ -72,11 +73,8 @@ def to_xarray(
     steps = dict(long_name="number of solver steps", units="1")
     data_vars["num_steps"] = (batch_dims, np.asarray(solution.num_steps), steps)
     if solution.t_end is not None:
-        data_vars["t_end"] = (
-            batch_dims,
-            np.asarray(solution.t_end),
-            dict(long_name="time the solve stopped (event)", units=coords["time"][2]["units"]),
-        )
+        time_units = coords["time"][2]["units"]
+        data_vars["t_end"] = (batch_dims, np.asarray(solution.t_end), t_end_attrs(time_units))
     if getattr(solution, "events", None) is not None:
         time_units = coords["time"][2]["units"]
         data_vars.update(_event_variables(solution, batch_dims, time_units))
@@ -128,29 +126,23 @@ def _event_variables(solution, batch_dims: tuple[str, ...], time_units: str) -> 
     record = solution.events
     count = np.asarray(record.count)
     n = int(count.max()) if count.size else 0
-    dims = (*batch_dims, "event")
-    flags = dict(
-        flag_values=list(range(len(record.names))),
-        flag_meanings=" ".join(record.names),
-        long_name="which event (-1: padding past event_count)",
-    )
-    out: dict[str, Any] = {
-        "event_count": (
-            batch_dims, count.astype(np.int32), dict(long_name="number of events", units="1")
-        ),
-        "event_time": (
-            dims, np.asarray(record.times)[..., :n], dict(long_name="event time", units=time_units)
-        ),
-        "event_type": (dims, np.asarray(record.which)[..., :n].astype(np.int32), flags),
-    }  # fmt: skip
-    model = solution.model
-    for name, info in solution.var_info:
-        for side, values in (("before", record.before), ("after", record.after)):
-            array = np.take(np.asarray(values[name]), np.arange(n), axis=len(batch_dims))
-            var_dims = info.dims or model.default_dims(name, array.ndim - len(dims))
-            attrs = var_attrs(info)
-            attrs["long_name"] = f"{info.description or name} just {side} the event"
-            out[f"{name}_{side}_event"] = ((*dims, *var_dims), array, attrs)
+    nb = len(batch_dims)
+    values = {
+        "event_count": count.astype(np.int32),
+        "event_time": np.asarray(record.times),
+        "event_type": np.asarray(record.which).astype(np.int32),
+    }
+    for name, _ in solution.var_info:
+        values[f"{name}_before_event"] = np.asarray(record.before[name])
+        values[f"{name}_after_event"] = np.asarray(record.after[name])
+    ndim = {name: values[f"{name}_before_event"].ndim - nb - 1 for name, _ in solution.var_info}
+    meta = event_variables(solution.model, record.names, solution.var_info, ndim, time_units)
+    out: dict[str, Any] = {}
+    for name, (dims, attrs) in meta.items():
+        array = values[name]
+        if EVENT_DIM in dims:
+            array = np.take(array, np.arange(n), axis=nb)
+        out[name] = ((*batch_dims, *dims), array, attrs)
     return out
 
 

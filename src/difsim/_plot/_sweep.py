@@ -26,14 +26,16 @@ def _label(da: xr.DataArray) -> str:
 def _quantities(dataset: xr.Dataset, dims: tuple[str, ...]) -> list[xr.DataArray]:
     """Scalars per trajectory to plot: kept variables over exactly the sweep dims, and the
     final time of kept series. A state kept at the end (`save = "final"`) or the last
-    point of a series is named by its time: `x at t = 1`."""
+    point of a series is named by its time: `x at t = 1`. The event record (a model with
+    events) is left out: counts, types and `t_end` are bookkeeping, the rest has an
+    `event` axis."""
     final = str(dataset.attrs.get("keep", "")) == "final"
     t1 = dataset.attrs.get("t1")
     units = str(dataset.attrs.get("time_units", "1"))
     after = "" if units == "1" else f" {units}"
     out = []
     for name, da in dataset.data_vars.items():
-        if name in ("status", "num_steps") or not np.issubdtype(da.dtype, np.floating):
+        if name in ("status", "num_steps", "t_end") or not np.issubdtype(da.dtype, np.floating):
             continue
         if da.dims == dims:
             if final and t1 is not None:

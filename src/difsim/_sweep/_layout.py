@@ -159,6 +159,10 @@ def build_layout(
             meta = grid_attrs.get(dim, {"long_name": dim, "units": "1"})
             coords[dim] = ((dim,), np.asarray(values), meta)
     variables = {o.name: (o.dims, o.shape, np.dtype(o.dtype), dict(o.attrs)) for o in outputs}
+    if len(variables) < len(outputs):  # e.g. an observable named like the event record
+        names = [o.name for o in outputs]
+        twice = next(n for n in names if names.count(n) > 1)
+        raise ValueError(f"sweep: two kept variables are called {twice!r}; rename one")
     variables["status"] = ((), (), np.dtype(np.int32), flag_attrs())
     steps = jax.eval_shape(lambda: jnp.zeros((), jnp.result_type(int))).dtype
     steps_attrs = {"long_name": "number of solver steps", "units": "1"}

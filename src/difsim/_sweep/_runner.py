@@ -19,6 +19,7 @@ from difsim._core import Model, SaveSpec, simulate
 from difsim._ensemble import run_ensemble, with_point
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking
+from difsim._sweep._events import record_values
 from difsim._sweep._observables import KeepPlan
 from difsim._sweep._options import SolverChoice
 from difsim._sweep._samples import KEY_ENTRY, as_key
@@ -69,7 +70,8 @@ def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
             m, times, solver=static.solver.settings, key=key, throw=False,
             progress=static.progress,
         )  # fmt: skip
-        return dict(static.keep.evaluate(m, sol), status=sol.status, num_steps=sol.num_steps)
+        kept = static.keep.evaluate(m, sol)
+        return dict(kept, **record_values(sol), status=sol.status, num_steps=sol.num_steps)
 
     return jax.vmap(one)(points)
 

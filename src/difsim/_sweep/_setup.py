@@ -27,6 +27,7 @@ from difsim._core import (
 )
 from difsim._ensemble import unsupported
 from difsim._sweep._chunking import bytes_per_trajectory
+from difsim._sweep._events import event_attrs, event_outputs
 from difsim._sweep._layout import (
     OutputLayout,
     build_layout,
@@ -187,7 +188,8 @@ def _prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepS
     if not np.issubdtype(dtype, np.floating):
         dtype = np.dtype(jnp.result_type(float))
     plan = plan_keep(options.keep, type(model), state, times.n_saved, times.save_text)
-    outputs = plan.outputs(model, times.n_saved, dtype)
+    # A model with events keeps each trajectory's event record too (`_events`).
+    outputs = plan.outputs(model, times.n_saved, dtype) + event_outputs(model, dtype)
     # Before any point is drawn, hashed or allocated: refuse what cannot fit.
     check_sweep_resources(model, spec, outputs, times.n_saved, dtype, options)
     if model.is_stochastic():  # the ensemble engine integrates ODEs: it would drop the noise
@@ -197,7 +199,10 @@ def _prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepS
     # The engine is part of the result's identity: the two round differently, and a resumed
     # sweep must not mix their chunks.
     described = {**settings(model, spec, times, solver, plan, dtype), "engine": engine}
-    attrs = sweep_attrs(model, spec, times, solver, plan, dtype, options.attrs)
+    events = event_attrs(model)
+    if events:  # the record's names and room are part of the result
+        described["events"] = f"{events['events']}, max_events={events['max_events']}"
+    attrs = sweep_attrs(model, spec, times, solver, plan, dtype, {**events, **options.attrs})
     attrs["engine"] = engine
     if fallback:
         attrs["engine_fallback"] = fallback

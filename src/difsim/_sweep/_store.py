@@ -24,7 +24,7 @@ import hashlib
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from jax.experimental import multihost_utils
 
 from difsim._io import OutputError, check_folder, check_target, lock_path
 from difsim._sweep import _distributed as dist, _zarr_layout as zl
+from difsim._sweep._events import cut_arrays, cut_layout, most_events
 from difsim._sweep._layout import OutputLayout, count_attrs, settings_hash, status_counts
 from difsim._sweep._location import StoreLocation
 from difsim._sweep._netcdf import write_netcdf
@@ -236,7 +237,7 @@ class ChunkStore:
         digest = self._checksum(index, arrays)
         put = lambda a, where, v: a.async_array.setitem(where, v)  # noqa: E731
         region, data = slice(start, stop), [n for n in self._order if n != "status"]
-        _in_order(
+        zl.in_order(
             [put(self._arrays[n], region, arrays[n]) for n in data],
             [put(self._arrays["status"], region, arrays["status"])],
             [put(self._sums, index, np.frombuffer(digest, np.uint8))],
@@ -249,7 +250,7 @@ class ChunkStore:
         start, stop = self.span(index)
         try:
             names = list(self._arrays)
-            row, *values = _in_order(
+            row, *values = zl.in_order(
                 [self._sums.async_array.getitem(index)]
                 + [self._arrays[n].async_array.getitem(slice(start, stop)) for n in names]
             )
@@ -304,10 +305,17 @@ class ChunkStore:
         if found and found.get("hash") == self.hash:
             self.remove()
 
+    def _event_counts(self) -> Iterator[np.ndarray]:
+        """The trajectories' `event_count`, a chunk at a time (bounded memory)."""
+        assert self._arrays is not None
+        return (self._arrays["event_count"][slice(*self.span(i))] for i in range(self.n_chunks))
+
     def assemble(self) -> dict[int, int]:
         """Stream every chunk, checked, into the netCDF file; remove the store; return the
         status counts."""
         counted: dict[int, int] = {}
+        # The file's `event` dimension is as long as the most events of any trajectory.
+        n_events = most_events(self.layout, self._event_counts)
 
         def chunks():
             for i in range(self.n_chunks):
@@ -316,32 +324,13 @@ class ChunkStore:
                     raise RuntimeError(f"chunk {i} of {self.location} vanished or is corrupt")
                 for code, count in status_counts(data["status"]).items():
                     counted[code] = counted.get(code, 0) + count
-                yield (*self.span(i), data)
+                yield (*self.span(i), cut_arrays(self.layout, data, n_events))
 
         history = {"history": self.history} if self.history else {}
-        write_netcdf(
-            self.output, self.layout, chunks(), lambda: {**history, **count_attrs(counted)}
-        )
+        layout = cut_layout(self.layout, n_events)
+        write_netcdf(self.output, layout, chunks(), lambda: {**history, **count_attrs(counted)})
         self.remove()
         return counted
-
-
-def _in_order(*stages: list) -> list:
-    """Run stages of zarr's asynchronous calls on zarr's own event loop, in one round trip
-    from this thread (not one per array: about half the CPU time of a chunk's writes): the
-    calls of a stage at once, the stages one after the other. Returns the last stage's
-    results."""
-    import asyncio
-
-    from zarr.core.sync import sync
-
-    async def run():
-        results: list = []
-        for stage in stages:
-            results = await asyncio.gather(*stage)
-        return results
-
-    return sync(run())
 
 
 def finished_chunks(store: ChunkStore | None, resume: bool, overwrite: bool) -> set[int] | None:

@@ -26,6 +26,7 @@ from difsim._core import Model, reports_model_time
 from difsim._io import output_lock, progress, receiving
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking, chunk_length, plan_chunking
+from difsim._sweep._events import cut_dataset
 from difsim._sweep._layout import count_attrs, counts_from_file, status_counts
 from difsim._sweep._location import StoreLocation
 from difsim._sweep._monte_carlo import monte_carlo_spec, run_statistics
@@ -147,9 +148,11 @@ def sweep(
 
     **Returns:** the `xarray.Dataset`: dims are the grid keys (each with its coordinate) or
     `sample` (with a coordinate per key); one variable per kept quantity, plus `status` and
-    `num_steps`; attributes as [`to_xarray`][] plus the sweep settings and `n_<status>`
-    counts. With `output`, the Dataset is opened from the file (lazily); in a
-    multi-process run, processes other than the writer return `None` when `output` is set.
+    `num_steps` (and, for a model with events, each trajectory's event record as
+    [`to_xarray`][] labels it, see `docs/events.md`); attributes as [`to_xarray`][] plus
+    the sweep settings and `n_<status>` counts. With `output`, the Dataset is opened from
+    the file (lazily); in a multi-process run, processes other than the writer return
+    `None` when `output` is set.
     """
     options = SweepOptions(
         t0=t0, t1=t1, save=save, keep=keep, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
@@ -239,7 +242,7 @@ def _run_prepared(model, spec, options, setup, mesh, chunking, done, store, star
     todo, arrays = _compute(model, spec, setup, options, mesh, chunking, done, store)
     if output is None:
         counts = status_counts(arrays["status"])
-        dataset = setup.dataset(arrays)
+        dataset = cut_dataset(setup.dataset(arrays))  # `event` as long as the most events
         dataset.attrs.update(count_attrs(counts))
         return dataset, report(len(done), todo, counts)
     dist.barrier("difsim-sweep-stored")  # every chunk is in the store, whoever wrote it
