@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import difsim as ds
+from difsim._config._load import load_config
+from difsim._config._schema import ConfigError
 
 MU, SIGMA, T1, DT = 1.0, 0.5, 4.0, 0.01
 
@@ -83,6 +85,9 @@ def test_what_a_stochastic_solve_refuses():
     run = dict(t0=0.0, t1=1.0, key=jax.random.key(0), solver="euler", dt0=0.1)
     with pytest.raises(ValueError, match=r"Neuron is stochastic: save='dense' .* give save times"):
         ds.simulate(Neuron(), save="dense", **run)
+    config = {"model": {"name": "ornstein_uhlenbeck"}, "time": {"t1": 1.0, "save": "dense"}}
+    with pytest.raises(ConfigError, match=r"\[time\] save: OrnsteinUhlenbeck is stochastic"):
+        load_config(config)
     # brownian="steps" keys increments by lattice step: a restart between lattice points
     # would draw one twice, and so would steps spread evenly over an end off the lattice.
     with pytest.raises(ValueError, match=r"Neuron has events that restart the solve \('fire'\)"):
