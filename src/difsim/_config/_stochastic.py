@@ -27,7 +27,7 @@ def parse_sde_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSp
     time = parsed.get("time")
     if time is not None and time.save == "dense":  # (what simulate refuses, by its key)
         raise ConfigError(
-            f"{type(model).__name__} is stochastic: save = \"dense\" would keep the solver's "
+            f'{type(model).__name__} is stochastic: save = "dense" would keep the solver\'s '
             "interpolant between steps, which is not a sample of the process (it drops the "
             "noise within each step); give a number of save points or a list of times",
             "time.save",
