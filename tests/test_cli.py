@@ -172,6 +172,31 @@ def test_check_models_solvers_version(config, capsys):
     assert main([]) == 2
 
 
+def test_solvers_lists_the_sde_solvers_with_their_orders(capsys):
+    assert main(["solvers"]) == 0
+    out = capsys.readouterr().out
+    section = out.split("SDE solvers")[1].split("Step-size controllers")[0]
+    lines = section.strip().splitlines()
+    body = lines[[i for i, line in enumerate(lines) if line.startswith("---")][0] + 1 :]
+    rows = {line.split()[0]: line for line in body}
+    assert set(rows) == set(solvers.SDE_SOLVERS)
+    # name, calculus, strong/weak orders for general, commutative and additive noise,
+    # adaptive: the registry's, which tests/test_sde_orders.py measures.
+    for name, info in solvers.SDE_SOLVERS.items():
+        cells = rows[name].split()
+        calculus = ["additive", "noise"] if info.additive_only else [info.calculus]
+        orders = [
+            f"{info.strong[k]:g}/{info.weak[k]:g}" if k in info.strong else "-"
+            for k in ("general", "commutative", "additive")
+        ]
+        adaptive = "yes" if info.adaptive else "-"
+        assert cells[: 6 + info.additive_only] == [name, *calculus, *orders, adaptive], name
+    # Published orders (Kloeden & Platen 1992; Foster, dos Reis & Strange 2024 for ShARK).
+    assert rows["euler"].split()[1:5] == ["ito", "0.5/1", "0.5/1", "1/1"]
+    assert rows["milstein"].split()[3] == "1/1"
+    assert rows["shark"].split()[3:7] == ["-", "-", "1.5/2", "yes"]
+
+
 def test_python_m_difsim_entry_point(tmp_path):
     (tmp_path / "decay.toml").write_text(
         '[model]\nname = "exponential_decay"\n[time]\nt1 = 2.0\nsave = 5\n'

@@ -34,15 +34,30 @@ def _fixed_step_errors(solver: str, hs) -> tuple[np.ndarray, np.ndarray]:
 # Observed order of the interpolant's error between steps (a local error O(h^(q+1)) of a
 # continuous extension of order q on top of the global error O(h^p) of the steps):
 # Tsit5 and Dopri5 carry 4th-order extensions (error ~h^5, that of their 5th-order steps);
-# Kvaerno5 interpolates with a cubic Hermite polynomial (error ~h^4).
-@pytest.mark.parametrize("solver, order", [("tsit5", 5), ("dopri5", 5), ("kvaerno5", 4)])
-def test_interpolant_order_per_method(solver, order):
-    hs = np.array([0.4, 0.2, 0.1, 0.05])
+# Kvaerno5 interpolates with a cubic Hermite polynomial (error ~h^4); Dopri8's 7th-order
+# extension gives ~h^7 below its 8th-order steps; Bosh3's cubic Hermite polynomial ~h^4,
+# hidden under its 3rd-order steps. (The table in docs/events.md.)
+@pytest.mark.parametrize(
+    "solver, order, step_order, hs",
+    [
+        ("tsit5", 5, 5, [0.4, 0.2, 0.1, 0.05]),
+        ("dopri5", 5, 5, [0.4, 0.2, 0.1, 0.05]),
+        ("kvaerno5", 4, 5, [0.4, 0.2, 0.1, 0.05]),
+        ("dopri8", 7, 8, [0.8, 0.4, 0.2, 0.1]),  # at 0.05 its steps are at rounding
+        ("bosh3", 3, 3, [0.4, 0.2, 0.1, 0.05]),
+    ],
+)
+def test_interpolant_order_per_method(solver, order, step_order, hs):
+    hs = np.asarray(hs)
     mids, ends = _fixed_step_errors(solver, hs)
     slope = np.polyfit(np.log(hs), np.log(mids), 1)[0]
     assert abs(slope - order) < 0.3, (solver, slope, mids)
-    end_slope = np.polyfit(np.log(hs), np.log(ends), 1)[0]
-    assert abs(end_slope - 5) < 0.4, (solver, end_slope)  # the steps themselves: 5th order
+    # The steps themselves, above the rounding floor of float64 (~1e-15 here): at least
+    # their order (Dopri8's errors at these steps still fall faster, like h^8.9).
+    above = ends > 1e-14
+    end_slope = np.polyfit(np.log(hs[above]), np.log(ends[above]), 1)[0]
+    assert np.sum(above) >= 3 and end_slope > step_order - 0.4, (solver, end_slope)
+    assert solver == "dopri8" or end_slope < step_order + 0.4, (solver, end_slope)
 
 
 def test_evaluate_on_a_vmapped_solution_and_through_grad():
@@ -57,6 +72,12 @@ def test_evaluate_on_a_vmapped_solution_and_through_grad():
     x = np.asarray(sols.evaluate(t)["x"])
     assert x.shape == (3, 3)
     np.testing.assert_allclose(x, np.cos(np.outer(omegas, t)), atol=1e-8)
+    # Outside [t0, t1]: eagerly an error, traced (jit) NaN on every row, never a number.
+    with pytest.raises(ValueError, match=r"t = 4.5 lies outside the solved span"):
+        sols.evaluate(4.5)
+    outside = jax.jit(lambda s, t: s.evaluate(t)["x"])(sols, jnp.array([-0.5, 1.0, T + 0.5]))
+    assert np.all(np.isnan(np.asarray(outside)[:, [0, 2]]))
+    np.testing.assert_allclose(np.asarray(outside)[:, 1], np.cos(omegas), atol=1e-8)
     # d/d omega of x(t) = cos(omega t) is -t sin(omega t), through the interpolant.
     dx = jax.grad(lambda w: solve(w).evaluate(1.7)["x"])(1.0)
     np.testing.assert_allclose(float(dx), -1.7 * np.sin(1.7), rtol=1e-6)

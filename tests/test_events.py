@@ -80,6 +80,45 @@ def test_ball_comes_to_rest_with_a_terminal_condition():
     assert np.all(np.isnan(np.asarray(sol.h)[after])) and not np.any(np.isnan(sol.h[~after]))
 
 
+def test_jit_of_a_solve_whose_events_change_the_state():
+    # jax.jit straight over simulate, the drop height and restitution traced: one compiled
+    # function, whose record and saved series follow the closed form for each.
+    @jax.jit
+    def solve(h0, e):
+        return ds.simulate(_ball(e=e).replace(**{"state.h": h0}), t=TS, **BALL)
+
+    for h0, e in [(10.0, 0.8), (4.0, 0.9)]:
+        sol = solve(h0, e)
+        expected = landing_times(40, h0=h0, e=e)
+        n = int(np.sum(expected <= TS[-1]))
+        assert int(sol.events.count) == n and ds.Status(int(sol.status)) == ds.Status.SUCCESS
+        np.testing.assert_allclose(np.asarray(sol.events.times[:n]), expected[:n], rtol=1e-9)
+        np.testing.assert_allclose(np.asarray(sol.h), ball_height(TS, h0=h0, e=e), atol=1e-8)
+    assert solve._cache_size() == 1
+
+
+def test_vmap_gives_each_trajectory_its_own_root_found_events():
+    # Restitutions e under vmap, each ball at rest (Status.EVENT) after its own number of
+    # bounces: the first n with e^n v1 < v_rest (v1 = g t1 = sqrt(2 g h0) the first impact
+    # speed), n = ceil(log(v_rest / (g t1)) / log(e)); the k-th landing at
+    # t_k = t1 (1 + 2 e (1 - e^(k-1)) / (1 - e)).
+    es, v_rest = np.array([0.5, 0.7, 0.9]), 1.0
+    ts = np.linspace(0.0, 30.0, 31)
+    sols = jax.vmap(lambda e: ds.simulate(_ball(e=e, v_rest=v_rest), t=ts, **BALL))(es)
+    t1 = np.sqrt(2 * H0 / G)
+    counts = np.ceil(np.log(v_rest / (G * t1)) / np.log(es)).astype(int)
+    assert list(counts) == [4, 8, 26]  # as many bounces as the cap (30) allows, and no more
+    np.testing.assert_array_equal(np.asarray(sols.events.count), counts)
+    assert np.all(np.asarray(sols.status) == int(ds.Status.EVENT))
+    for i, (e, n) in enumerate(zip(es, counts)):
+        times = np.asarray(sols.events.times[i])
+        np.testing.assert_allclose(times[:n], landing_times(n, e=e), rtol=1e-9)
+        assert np.all(np.isnan(times[n:]))
+        speeds = G * t1 * e ** np.arange(1, n + 1)  # take-off speeds after each bounce
+        np.testing.assert_allclose(np.asarray(sols.events.after["v"][i, :n]), speeds, rtol=1e-7)
+        np.testing.assert_allclose(float(sols.t_end[i]), landing_times(n, e=e)[-1], rtol=1e-9)
+
+
 def test_zeno_ball_stops_at_the_event_cap_with_its_state():
     # e < 1: infinitely many bounces before t_inf = t_1 (1 + e) / (1 - e) = 12.85 s. The
     # cap ends the solve at the first bounce over it, with the state just before it.

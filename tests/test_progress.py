@@ -7,6 +7,7 @@ against one worked out by hand. The sweep, fit and PDE tests run real (small) so
 
 import logging
 
+import jax
 import numpy as np
 import pytest
 import xarray as xr
@@ -14,7 +15,7 @@ import xarray as xr
 import difsim as ds
 from difsim._core import _progress_meter
 from difsim._io import _progress as pr
-from difsim.models import ExponentialDecay, GrayScott
+from difsim.models import ExponentialDecay, GrayScott, OrnsteinUhlenbeck
 
 
 class Clock:
@@ -209,3 +210,26 @@ def test_simulate_reports_model_time_with_units(monkeypatch, caplog):
     lines = _lines(caplog)
     assert lines[0].startswith("simulate(ExponentialDecay): t = 0.25 of 2 s (12%)")
     assert lines[-1].startswith("simulate(ExponentialDecay): done, t = 2 of 2 s in ")
+
+
+def test_monte_carlo_sweep_logs_paths_done(monkeypatch, caplog):
+    # Three points of 32 Ornstein–Uhlenbeck paths, one chunk of 32 at a time: a line per
+    # chunk in paths, then the closing line (the display of `_sweep/_monte_carlo.py`).
+    monkeypatch.setenv(pr.INTERVAL_ENV, "0")
+    monkeypatch.setattr(pr, "interactive", lambda: False)
+    caplog.set_level(logging.INFO, logger="difsim.progress")
+    model, sigmas = OrnsteinUhlenbeck(mu=0.5), [0.2, 0.4, 0.6]
+    out = ds.sweep(
+        model, ds.GridSweep({"sigma": sigmas}), samples=32, seed=0, keep=["x.mean"],
+        t0=0.0, t1=1.0, save=2, solver="euler", dt0=0.05, brownian="steps",
+        chunk_size=32, devices=jax.devices()[:1], progress=None,
+    )  # fmt: skip
+    # The exact OU mean at t = 1 (it does not depend on sigma), within 5 standard errors.
+    se = np.sqrt(np.asarray([float(model.replace(sigma=s).variance(1.0)) for s in sigmas]) / 32)
+    assert np.all(np.abs(out["x.mean"].values[:, -1] - float(model.mean(1.0))) < 5 * se)
+    lines = _lines(caplog)
+    assert [line.split(" (")[0] for line in lines[:-1]] == [
+        f"Monte Carlo sweep: {n} of 96 paths" for n in (32, 64)
+    ]
+    assert "paths/s, about" in lines[1]
+    assert lines[-1].startswith("Monte Carlo sweep: done, 96 of 96 paths in ")

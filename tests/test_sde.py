@@ -38,6 +38,10 @@ class StratonovichGBM(GBM):
     noise = ds.Noise(calculus="stratonovich")
 
 
+class StratonovichOU(OrnsteinUhlenbeck):
+    noise = ds.Noise(calculus="stratonovich")
+
+
 class Mixed(ds.Model):
     """Two variables driven by two shared Brownian motions (general, additive noise)."""
 
@@ -100,14 +104,18 @@ def test_general_noise_covariance_is_exact():
     assert abs(np.corrcoef(xy.T)[0, 1] - rho) < 5 * (1 - rho**2) / np.sqrt(n)
 
 
-@pytest.mark.parametrize("cls, solver", [(GBM, "milstein"), (StratonovichGBM, "heun")])
-def test_geometric_brownian_motion_follows_its_exact_path(cls, solver):
+@pytest.mark.parametrize(
+    "cls, solver, used", [(GBM, "milstein", "ItoMilstein"), (StratonovichGBM, None, "Heun")]
+)
+def test_geometric_brownian_motion_follows_its_exact_path(cls, solver, used):
     # X_T = exp((μ - σ²/2) T + σ W_T) (Itô), exp(μ T + σ W_T) (Stratonovich), with W_T read
     # from the path the solver integrated against. Milstein/Heun are strong order 1: a
-    # 2^-10 step leaves an error of order 1e-3 (checked at 2 %, its scale here).
+    # 2^-10 step leaves an error of order 1e-3 (checked at 2 %, its scale here). The
+    # Stratonovich model takes the default solver for its multiplicative noise: Heun.
     model, dt = cls(), 2.0**-10
     for key in jax.random.split(jax.random.key(3), 4):
         x = ds.simulate(model, t0=0.0, t1=1.0, save="final", key=key, solver=solver, dt0=dt)
+        assert x.solver == used
         w = ds.brownian_path(model, key, 0.0, 1.0, solver=solver, dt0=dt).evaluate(0.0, 1.0)
         drift = model.mu - (0.5 * model.sigma**2 if cls is GBM else 0.0)
         exact = np.exp(drift + model.sigma * float(w[0]))
@@ -123,6 +131,8 @@ def test_one_key_is_one_path_for_any_steps():
     fixed = ds.simulate(model, t0=0.0, t1=1.0, save=3, key=key, dt0=2.0**-8, solver="shark")
     again = ds.simulate(model, t0=0.0, t1=1.0, save=3, key=key, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(adaptive.ys["x"], fixed.ys["x"], atol=1e-3)
+    # The default for additive noise is ShARK, adaptive: fewer steps than the fixed 2^8.
+    assert adaptive.solver == "ShARK" and 0 < int(adaptive.num_accepted_steps) < 2**8
     np.testing.assert_array_equal(adaptive.ys["x"], again.ys["x"])
     other = ds.simulate(model, t0=0.0, t1=1.0, save=3, key=jax.random.key(12))
     assert np.max(np.abs(other.ys["x"] - adaptive.ys["x"])) > 1e-2
@@ -174,8 +184,12 @@ def test_solvers_are_checked_against_the_noise():
         run(StratonovichGBM(), solver="euler", dt0=0.01)
     with pytest.raises(ValueError, match="'shark' needs additive noise.*GBM.diffusion depends"):
         run(GBM(), solver="shark", dt0=0.01)
+    # The defaults without a step: Euler–Maruyama (Itô noise that depends on the state)
+    # takes fixed steps; additive noise adapts with ShARK, in either calculus (the two
+    # agree). (Heun, the Stratonovich default: test_geometric_brownian_motion_....)
     with pytest.raises(ValueError, match="'euler' takes fixed steps: give the step dt0"):
         run(GBM())
+    assert run(StratonovichOU(), save="final").solver == "ShARK"
     with pytest.raises(ValueError, match="'milstein' has no embedded error estimate"):
         run(GBM(), solver="milstein", controller="pid")
     with pytest.raises(ValueError, match="brownian='steps'.*needs fixed steps"):

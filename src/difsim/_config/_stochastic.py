@@ -24,13 +24,20 @@ def parse_sde_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSp
     given values, the model's `solver_defaults`, then the SDE defaults) on the model the
     config builds, and return them as a [`SolverSpec`][]."""
     model = parsed["model"].build()
+    time = parsed.get("time")
+    if time is not None and time.save == "dense":  # (what simulate refuses, by its key)
+        raise ConfigError(
+            f'{type(model).__name__} is stochastic: save = "dense" would keep the solver\'s '
+            "interpolant between steps, which is not a sample of the process (it drops the "
+            "noise within each step); give a number of save points or a list of times",
+            "time.save",
+        )
     given = {k: values[k] for k in ("controller", "dt0", "rtol", "atol", "max_steps", "root_tol")}
     try:
         settings = sde_solver_settings(
             model, Layout.of(model.initial_state()), solver=values["name"],
             brownian=values["brownian"], **given,
         )  # fmt: skip
-        time = parsed.get("time")
         if time is not None:  # (a fit takes its times from the data)
             check_saves(settings, SaveSpec(**time.kwargs()))
     except (TypeError, ValueError) as e:

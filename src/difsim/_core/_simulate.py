@@ -21,6 +21,7 @@ from difsim._core._nonfinite import guard_nonfinite
 from difsim._core._progress_meter import solve_meter
 from difsim._core._save import SaveSpec, check_saved_memory
 from difsim._core._sde import check_key, sde_settings
+from difsim._core._sde_steps import check_sde_plan, restarts
 from difsim._core._solution import Solution
 from difsim._core._solver_settings import SolverSettings, solver_settings
 from difsim._core._stability import check_explicit_step
@@ -135,14 +136,14 @@ def simulate(
     check_saved_memory(times, layout, type(model).__name__)
     imex = settings.imex and key is None
     if settings.fixed_step and not imex:
-        y0 = layout.pack(state0.values)
-        field = VectorField(layout, "rhs")
+        y0, field = layout.pack(state0.values), VectorField(layout, "rhs")
         name = type(model).__name__
         check_explicit_step(settings.solver, field, model, times.t0, y0, settings.dt0, name)
     if imex:
         check_stiff_term(model, layout, settings.solver, times.t0, settings.dt0)
     dfx_event = plan_events(model, event, layout, settings.rtol, settings.atol, max_events, dense)
     _check_adjoint_and_sharding(dfx_event, adjoint_obj, sharding)
+    check_sde_plan(key, settings, dfx_event, times, type(model).__name__)
     ts = times.save_times()
     scan_plan = plan_scan(
         ts, times.t0, times.t1, settings.dt0, final_only=times.final_only,
@@ -170,7 +171,7 @@ def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout
     ts = None if ts is None else jnp.asarray(ts, dtype)
     return _solve(
         model, ts, t0, t1, dt0, terms=terms, solver=settings.solver,
-        controller=solve_controller(settings, key, ts, times.final_only),
+        controller=solve_controller(settings, key, ts, times.final_only, t0, restarts(dfx_event)),
         adjoint=adjoint_obj, event=dfx_event,
         meter=solve_meter(model, times, layout) if progress else dfx.NoProgressMeter(),
         layout=layout, final_only=times.final_only, max_steps=settings.max_steps, throw=throw,

@@ -119,10 +119,14 @@ class Solution(eqx.Module):
 
         **Returns:** `{name: value}`, each of shape `(*batch, *t.shape, *var_shape)` (batch
         axes of a `vmap`ped solution first). At an event time, the state just after the
-        event; past `t_end` (a solve stopped early by an event or a failure), NaN.
+        event. The interpolant never extrapolates: a time outside a trajectory's
+        `[t0, t_end]` (before `t0`, after `t1`, or past where an event or a failure ended
+        the solve) gives NaN there.
 
-        **Raises:** `ValueError` without dense output, or (for concrete values) for a `t`
-        outside `[t0, t1]`; under `jit`, such a `t` gives NaN.
+        **Raises:** `ValueError` without dense output; and, when `t` and the solution are
+        concrete values (not traced by `jit`, `vmap` or `grad`), for a `t` outside
+        `[t0, t1]` of every trajectory, a mistake in the call. Traced, where nothing can
+        raise on values, such a `t` gives NaN like any other time outside the solve.
         """
         if self.dense is None:
             raise ValueError('Solution.evaluate needs the interpolant: simulate with save="dense"')

@@ -7,6 +7,7 @@ import jax
 from difsim import solvers
 from difsim._core._model import Model
 from difsim._core._sde import sde_terms, step_controller
+from difsim._core._sde_steps import LatticeStepSize
 from difsim._core._vector_field import Layout, SpectrumField, VectorField
 
 
@@ -47,9 +48,15 @@ def check_stiff_term(model: Model, layout: Layout, solver, t0, dt0) -> None:
     )  # fmt: skip
 
 
-def solve_controller(settings, key: jax.Array | None, ts, final_only: bool):
+def solve_controller(
+    settings, key: jax.Array | None, ts, final_only: bool, t0=None, restarts: bool = False
+):
     """The step-size controller of a solve: the settings', made to step to the save
-    times `ts` for a stochastic model (`key`; see [`step_controller`][])."""
+    times `ts` for a stochastic model (`key`; see [`step_controller`][]); a fixed step of
+    a stochastic solve that events restart (`restarts`) stays on the lattice `t0 + k·dt0`
+    of the whole solve ([`LatticeStepSize`][])."""
     if key is None:
         return settings.controller
+    if restarts and isinstance(settings.controller, dfx.ConstantStepSize):
+        return LatticeStepSize(t0)
     return step_controller(settings.controller, ts, final_only)
