@@ -97,3 +97,21 @@ def test_what_a_stochastic_solve_refuses():
         ds.simulate(ou, save="final", brownian="steps", **{**run, "t1": 1.05})
     # (A terminating event does not restart: fine with brownian="steps", as in
     # test_sde_models.py's first-passage times.)
+
+
+def test_vmapped_lanes_with_different_event_counts():
+    # Lanes that stop firing early still run (masked) the later passes of the others, past
+    # their end: that once failed the whole batch ("Cannot evaluate VirtualBrownianTree
+    # outside of its range"). Without noise, lane mu fires at k / mu exactly (the Euler
+    # path is the straight line, and so is the interpolant locating the crossing).
+    mus = jnp.asarray([0.8, 1.3])
+    solve = jax.jit(jax.vmap(lambda mu: ds.simulate(
+        Neuron(mu=mu, sigma=0.0), t0=0.0, t1=3.5, save="final", key=jax.random.key(0),
+        solver="euler", dt0=DT, max_events=20,
+    )))  # fmt: skip
+    sol = solve(mus)
+    np.testing.assert_array_equal(sol.status, [ds.Status.SUCCESS] * 2)
+    counts = np.floor(3.5 * np.asarray(mus)).astype(int)  # 2 and 4
+    np.testing.assert_array_equal(sol.events.count, counts)
+    for lane, (mu, n) in enumerate(zip(np.asarray(mus), counts)):
+        np.testing.assert_allclose(sol.events.times[lane, :n], np.arange(1, n + 1) / mu, rtol=1e-9)

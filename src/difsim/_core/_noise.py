@@ -118,7 +118,12 @@ class NoiseTerm(dfx.AbstractTerm):
         return self.diffusion(t, y, args)
 
     def contr(self, t0, t1, **kwargs):
-        return self.control.evaluate(t0, t1, **kwargs)
+        # Clipped to the path's range: under `vmap`, a lane whose solve has ended still runs
+        # the loop body of the others (masked) past its `t1`, and the tree's range check
+        # would fail the whole batch. A live step never leaves the range: a no-op there.
+        lo, hi = self.control.t0, self.control.t1
+        t1 = None if t1 is None else jnp.clip(t1, lo, hi)
+        return self.control.evaluate(jnp.clip(t0, lo, hi), t1, **kwargs)
 
     def prod(self, vf, control):
         if self.diffusion.dim is None:
