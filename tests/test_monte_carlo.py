@@ -114,7 +114,8 @@ def test_a_killed_statistics_sweep_resumes_to_the_same_result(tmp_path):
     out = tmp_path / "ou.nc"
     spec = ds.GridSweep({"sigma": SIGMAS})
     kw = dict(samples=600, seed=3, keep=KEEP, chunk_size=256, **COMMON)
-    whole, _ = run_sweep(MODEL, spec, **kw)
+    whole, report = run_sweep(MODEL, spec, **kw)
+    assert report.computed_points == len(SIGMAS) * 600  # paths, not padded lanes
 
     def stop(i):
         if i == 1:
@@ -125,11 +126,12 @@ def test_a_killed_statistics_sweep_resumes_to_the_same_result(tmp_path):
     assert not out.exists() and (tmp_path / "ou.nc.mcstate.npz").exists()
     resumed, report = run_sweep(MODEL, spec, output=out, **kw)
     assert report.reused == 2 and report.computed == tuple(range(2, report.n_chunks))
+    assert 0 < report.computed_points < len(SIGMAS) * 600
     for name in KEEP:  # the same chunks merged in the same order: bit for bit
         np.testing.assert_array_equal(resumed[name], whole[name])
     assert not (tmp_path / "ou.nc.mcstate.npz").exists()
     again, report = run_sweep(MODEL, spec, output=out, **kw)  # finished: nothing computed
-    assert report.computed == ()
+    assert report.computed == () and report.computed_points == 0
     np.testing.assert_array_equal(again["x.q95"], whole["x.q95"])
     with pytest.raises(SweepOutputError, match="holds the result of a different sweep"):
         run_sweep(MODEL, spec, output=out, **{**kw, "samples": 300})

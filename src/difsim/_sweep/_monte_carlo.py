@@ -195,7 +195,7 @@ def run_statistics(model: Model, spec: PathSweep, options: SweepOptions):
         state = load_state(output, setup, spec.n_points, options) if held is not None else None
         state = state or MCState.fresh(spec.n_points, setup, n_chunks)
         runner = _Runner(model, spec, setup, mesh, size)
-        done_before = state.next_chunk
+        done_before, paths_before = state.next_chunk, state.paths_done()
         task = progress(spec.size, what="Monte Carlo sweep", one="path", many="paths",
                         show=options.progress is not False, initial=state.paths_done())  # fmt: skip
         with task as bar:
@@ -203,25 +203,46 @@ def run_statistics(model: Model, spec: PathSweep, options: SweepOptions):
                 _pilot(runner, spec, setup, state, size)
                 if held is not None:
                     held.save(state)
-            for i in range(state.next_chunk, n_chunks):
-                lanes = _lanes(i * size, min((i + 1) * size, total), setup.padded, spec.samples)
-                lanes = _pad_lanes(lanes, size)
-                _merge(state, lanes, *runner.run(lanes, setup.block, state.ranges(),
-                                                setup.plan.quantiles), setup)  # fmt: skip
-                state.next_chunk = i + 1
-                if held is not None:
-                    held.save(state)
-                bar.advance(int(np.sum(lanes.valid)))
-                if options.on_chunk is not None:
-                    options.on_chunk(i)
+            _run_chunks(runner, spec, setup, state, (size, total, n_chunks), held, options, bar)
             bar.finish()
         dataset = statistics_dataset(model, spec, setup, state)
         computed = tuple(range(done_before, n_chunks))
         report = _report(spec, n_chunks, size, n_dev, setup, done_before, computed, start,
                          state.status_counts(), output)  # fmt: skip
+        report["points_computed"] = state.paths_done() - paths_before
         if held is not None:
             return held.write(dataset), report
         return dataset, report
+
+
+# The resume state (histograms of every point and save time: megabytes) is written at most
+# this often, and when the sweep is interrupted between chunks; a kill -9 loses at most this
+# much work, and the result after a resume is the same (the chunks are merged in order).
+SAVE_EVERY_S = 10.0
+
+
+def _run_chunks(runner, spec, setup, state: MCState, sizes, held, options, bar) -> None:
+    """Run and merge the chunks from `state.next_chunk` on, saving the state to `held`."""
+    size, total, n_chunks = sizes
+    saved, between = time.monotonic(), True  # `between`: the state is a whole chunk's
+    try:
+        for i in range(state.next_chunk, n_chunks):
+            lanes = _lanes(i * size, min((i + 1) * size, total), setup.padded, spec.samples)
+            lanes = _pad_lanes(lanes, size)
+            between = False
+            _merge(state, lanes, *runner.run(lanes, setup.block, state.ranges(),
+                                            setup.plan.quantiles), setup)  # fmt: skip
+            state.next_chunk, between = i + 1, True
+            if held is not None and time.monotonic() - saved >= SAVE_EVERY_S:
+                held.save(state)
+                saved = time.monotonic()
+            bar.advance(int(np.sum(lanes.valid)))
+            if options.on_chunk is not None:
+                options.on_chunk(i)
+    except BaseException:
+        if held is not None and between:  # Ctrl-C between chunks loses nothing
+            held.save(state)
+        raise
 
 
 def _report(spec, n_chunks, size, n_dev, setup, reused, computed, start, counts, output):

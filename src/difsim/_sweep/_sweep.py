@@ -53,10 +53,15 @@ class SweepReport:
     wall_time: float
     status_counts: dict[int, int]
     output: Path | None
+    # Set where chunks do not hold `chunk_size` points each (a Monte Carlo sweep's chunks
+    # hold paths, each point's padded to whole blocks).
+    points_computed: int | None = None
 
     @property
     def computed_points(self) -> int:
         """Trajectories computed in this run (not reused from disk)."""
+        if self.points_computed is not None:
+            return self.points_computed
         return sum(chunk_length(i, self.chunk_size, self.n_points) for i in self.computed)
 
 
