@@ -9,6 +9,8 @@ import pytest
 
 import difsim as ds
 from difsim._config import ConfigError, load_config
+from difsim._sweep import _runner
+from difsim._sweep._sweep import _mesh
 
 MODEL = ds.models.Lorenz()
 SPEC = ds.GridSweep({"rho": np.linspace(0.0, 21.0, 24)})
@@ -35,6 +37,18 @@ def test_auto_takes_the_ensemble_engine_and_agrees_with_diffrax():
         atol=1e-9,
     )
     np.testing.assert_allclose(ens["y.final"][7], alone.ys["y"][-1], rtol=1e-11)
+
+
+def test_default_controller_spelt_out_is_the_same_sweep_and_program():
+    # A config names its controller; a Python call may leave it out: the same sweep, and
+    # the same compiled chunk (it was compiled twice).
+    compiled = _runner._compiled(_mesh(tuple(jax.devices())), "ensemble")
+    implicit = ds.sweep(MODEL, SPEC, **KW)
+    programs = compiled._cache_size()
+    named = ds.sweep(MODEL, SPEC, controller="pid", **KW)
+    assert compiled._cache_size() == programs
+    assert named.attrs["sweep_hash"] == implicit.attrs["sweep_hash"]
+    np.testing.assert_array_equal(named["x.max"], implicit["x.max"])
 
 
 def test_auto_falls_back_and_says_why(caplog):

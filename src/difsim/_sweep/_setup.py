@@ -254,10 +254,13 @@ def _resolve_solver(model: Model, options: SweepOptions) -> SolverChoice:
     resolved = resolve_solver_settings(type(model), **given)
     solver = resolved["solver"]
     solvers.make_solver(solver)  # unknown names fail here, before anything compiles
+    controller = default_controller(solver, resolved["controller"])
     return SolverChoice(
-        settings=solver_settings(model, **given),
+        # The controller spelt out here too: the settings are the compiled function's static
+        # argument, and a config names its controller.
+        settings=solver_settings(model, **{**given, "controller": controller}),
         solver=solver,
-        controller=default_controller(solver, resolved["controller"]),
+        controller=controller,
         rtol=float(resolved["rtol"]),
         atol=_scalar_atol(resolved["atol"]),
         dt0=resolved["dt0"],
