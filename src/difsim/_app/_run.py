@@ -20,6 +20,7 @@ import jax
 import numpy as np
 import xarray as xr
 
+from difsim import solvers
 from difsim._config import ConfigError, Experiment, load_config
 from difsim._core import noise_summary, reports_model_time, simulate
 from difsim._fit import check_checkpoint, fit
@@ -34,7 +35,7 @@ from difsim._io import (
     recorded,
 )
 from difsim._plot import plot as plot_dataset
-from difsim._status import Status
+from difsim._status import Status, max_steps_message
 from difsim._sweep import run_sweep
 
 
@@ -305,11 +306,25 @@ def run_config(
     if throw and not result.status.ok:
         where = f"; partial output in {result.output}" if result.output else ""
         what = "every trajectory of sweep" if experiment.sweep is not None else "simulate"
+        message = status_message(result.status, experiment, result.dataset.attrs)
         raise RuntimeError(
             f"{what}({experiment.model.cls.__name__}) failed "
-            f"[{result.status.name}]: {result.status.message}{where}"
+            f"[{result.status.name}]: {message}{where}"
         )
     return result.dataset
+
+
+def status_message(status: Status, experiment: Experiment, attrs: Mapping | None = None) -> str:
+    """The message of a run's `status`; for `MAX_STEPS`, the one that fits its solver (no
+    'try kvaerno5' to a user of kvaerno5) and, given a single solve's `attrs` (its step
+    counts), whether most steps were rejected."""
+    if status != Status.MAX_STEPS:
+        return status.message
+    info = solvers.SOLVERS.get(experiment.solver.name)
+    attrs = attrs or {}
+    accepted, rejected = attrs.get("num_accepted_steps"), attrs.get("num_rejected_steps")
+    mostly = accepted is not None and rejected is not None and rejected > accepted
+    return max_steps_message(None if info is None else info.stiff, mostly)
 
 
 def final_state(dataset: xr.Dataset) -> tuple[float, dict[str, str]]:

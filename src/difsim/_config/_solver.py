@@ -6,7 +6,15 @@ from difsim import solvers
 from difsim._config._experiment import SolverSpec
 from difsim._config._schema import ConfigError
 from difsim._config._stochastic import parse_sde_solver
-from difsim._core import KEYS, Model, check_tolerance, resolve_solver_settings
+from difsim._core import (
+    KEYS,
+    Model,
+    atol_origin,
+    check_atol_scale,
+    check_backsolve,
+    check_tolerance,
+    resolve_solver_settings,
+)
 
 
 def parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
@@ -53,6 +61,10 @@ def parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
             "give dt0, e.g. dt0 = 0.01",
             "solver.dt0",
         )
+    try:  # [solver] adjoint is not used by a run, but it is checked as simulate checks it
+        check_backsolve(values["adjoint"], cls, name)
+    except ValueError as error:
+        raise ConfigError(str(error), "solver.adjoint") from None
     dt0 = settings["dt0"]
     if values["root_tol"] is not None and not info.implicit:
         implicit = ", ".join(repr(n) for n, i in solvers.SOLVERS.items() if i.implicit)
@@ -87,3 +99,23 @@ def solver_settings(cls: type[Model], values: dict[str, Any]) -> dict[str, Any]:
         return resolve_solver_settings(cls, solver=values["name"], **given)
     except (TypeError, ValueError) as error:
         raise ConfigError(str(error), "model.name") from None
+
+
+def check_atol_against_state(parsed: dict[str, Any], atol_given: bool) -> None:
+    """`[solver] atol` against the size of the initial state, as `simulate` checks it
+    ([`check_atol_scale`][]). Run after the resources check: it builds the model, whose
+    initial state may be a field on a grid. (A stochastic model's was checked by
+    `parse_sde_solver`, which builds it anyway.)"""
+    spec, model = parsed.get("solver"), parsed["model"]
+    if spec is None or spec.controller != "pid" or model.cls.is_stochastic():
+        return
+    try:
+        state = model.build().initial_state()
+    except (TypeError, ValueError) as error:
+        raise ConfigError(str(error), "model.state") from None
+    name, note = atol_origin(model.cls, atol_given)
+    try:
+        check_atol_scale(spec.atol, state.items(), model.cls.__name__, name, rtol=spec.rtol,
+                         note=note)  # fmt: skip
+    except ValueError as error:
+        raise ConfigError(str(error), "solver.atol") from None

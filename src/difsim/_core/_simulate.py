@@ -10,7 +10,12 @@ from jax.sharding import NamedSharding
 from jaxtyping import PRNGKeyArray
 
 from difsim import solvers
-from difsim._core._adjoint import forward_mode_error, forward_only
+from difsim._core._adjoint import (
+    check_backsolve,
+    forward_mode_error,
+    forward_only,
+    is_stiff_solver,
+)
 from difsim._core._custom_types import RealScalarLike, SaveLike, Times
 from difsim._core._event import AbstractEvent
 from difsim._core._event_plan import EventPlan, plan_events
@@ -133,6 +138,7 @@ def simulate(
         layout = _checked_layout(model, state0, False)
         settings = sde_settings(model, layout, solver, given, adjoint_obj, brownian, times)
     check_saved_memory(times, layout, type(model).__name__)
+    check_backsolve(adjoint, type(model), settings.solver_requested)
     imex = settings.imex and key is None
     if settings.fixed_step and not imex:
         y0 = layout.pack(state0.values)
@@ -285,7 +291,7 @@ def _solve(
         mostly_rejected = sol.stats["num_rejected_steps"] > sol.stats["num_accepted_steps"]
         out_ts, ys, status, t_end, y_end, extras = _raise_if_failed(
             type(model).__name__, out_ts, ys, status, (t_end, y_end, extras),
-            sharded=sharding is not None, hint=(_is_implicit(solver), mostly_rejected),
+            sharded=sharding is not None, hint=(is_stiff_solver(solver), mostly_rejected),
         )  # fmt: skip
     return Solution(
         ts=out_ts,
@@ -385,14 +391,6 @@ def _raise_if_failed(name: str, out_ts, ys, status, ends, *, sharded: bool, hint
         (out_ts, status, t_end), failed, status_index, messages
     )
     return out_ts, ys, status, t_end, y_end, extras
-
-
-def _is_implicit(solver) -> bool:
-    # Through wrappers (newton_krylov, diffrax.HalfSolver): their `solver` attribute.
-    while not isinstance(solver, dfx.AbstractImplicitSolver) and hasattr(solver, "solver"):
-        solver = solver.solver
-    # A Rosenbrock method is for stiff problems too: never told to try 'kvaerno5'.
-    return isinstance(solver, dfx.AbstractImplicitSolver | solvers.Rodas5P)
 
 
 def _expand(mask, value):
