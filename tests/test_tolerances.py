@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import difsim as ds
+from difsim._app._cli import main
 from difsim._config._load import ConfigError, load_config
 from difsim._core import solver_settings
 
@@ -198,9 +199,11 @@ def test_atol_at_least_the_state_is_refused():
 
 
 def test_atol_names_where_it_came_from():
-    with pytest.raises(ValueError, match=r"^atol=1e-06 \(difsim's default\) is at least the size "
-                       r"of Nano's state \(its largest initial value is 2e-09, of 'b'\).*"
-                       r"e\.g\. 2e-15 \(rtol times it\), or one atol per state variable"):  # fmt: skip
+    default = (
+        r"^atol=1e-06 \(difsim's default\) is at least the size of Nano's state \(its largest "
+        r"initial value is 2e-09, of 'b'\).*e\.g\. 2e-15 \(rtol times it\), or one atol per"
+    )
+    with pytest.raises(ValueError, match=default):
         ds.simulate(Nano(), **SPAN)
     with pytest.raises(ValueError, match=r"^NanoOwnAtol\.solver_defaults\['atol'\]=0\.001 is"):
         ds.simulate(NanoOwnAtol(), **SPAN)
@@ -247,3 +250,36 @@ def test_sweeps_and_configs_check_atol_against_the_state_alike():
         assert "is at least the size of Lorenz's state" in str(info.value)
     # The state the config sets is the one compared: x = 10 makes atol = 1 acceptable.
     load_config(CONFIG, overrides={"solver.atol": 1.0, "model.state.x": 10.0})
+
+
+HEAT = """
+[model]
+name = "heat"
+[model.grid]
+shape = [16]
+[time]
+t1 = 0.1
+save = 3
+[solver]
+name = "tsit5"
+atol = 1e300
+[output]
+path = "out.nc"
+plot = false
+"""
+
+
+def test_a_computed_initial_state_is_checked_before_the_run_starts(tmp_path, capsys):
+    # Heat computes its field in initial_state(): checking the config does not build the
+    # model (nor start JAX's backend), so the run checks atol before any work.
+    config = tmp_path / "heat.toml"
+    config.write_text(HEAT)
+    assert main(["check", str(config)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(config)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"difsim: error: {config}: [solver] atol: atol=1e+300 is at least")
+    u0 = load_config(config).model.build().initial_state()["u"]  # sin-shaped, on 16 points
+    size = f"{float(np.max(np.abs(u0))):.3g}"
+    assert f"the size of Heat's state (its largest initial value is {size}, of 'u')" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["heat.toml"]  # nothing written

@@ -21,7 +21,13 @@ import numpy as np
 import xarray as xr
 
 from difsim import solvers
-from difsim._config import ConfigError, Experiment, load_config
+from difsim._config import (
+    ConfigError,
+    Experiment,
+    check_atol_against_state,
+    declared_state,
+    load_config,
+)
 from difsim._core import noise_summary, reports_model_time, simulate
 from difsim._fit import check_checkpoint, fit
 from difsim._io import (
@@ -87,15 +93,32 @@ def execute(
     after the failure are NaN and the `status` variable says what went wrong.
 
     **Raises:** [`OutputError`][] for an output path that cannot or may not be written, or
-    one that another run is writing.
+    one that another run is writing; [`ConfigError`][] for an `[solver] atol` at least as
+    large as a computed initial state (see `check_atol_against_state`).
     """
     outputs = check_outputs(experiment, output, plot)
+    _check_atol(experiment)
     if experiment.sweep is not None:  # `run_sweep` locks its output itself
         return _execute_sweep(experiment, outputs, progress=progress)
     with output_lock(outputs.netcdf or outputs.plot):
         if experiment.fit is not None:
             return _execute_fit(experiment, outputs, progress=progress)
         return _execute_simulation(experiment, outputs, progress=progress)
+
+
+def _check_atol(experiment: Experiment) -> None:
+    """`[solver] atol` against the initial state of a model that computes its own (a
+    field on a grid), which checking the config cannot see without building the model;
+    before any work, as a config error naming the config."""
+    model = experiment.model
+    if experiment.solver is None or declared_state(model) is not None:
+        return  # checked with the config
+    with jax.enable_x64(experiment.solver.dtype == "float64"):
+        state = list(model.build().initial_state().items())
+    try:
+        check_atol_against_state(experiment.solver, model, state=state)
+    except ConfigError as e:
+        raise ConfigError(e.problem, e.key, experiment.source) from None
 
 
 def check_outputs(experiment: Experiment, output: str | os.PathLike | None, plot: bool) -> Outputs:

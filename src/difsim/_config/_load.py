@@ -390,5 +390,5 @@ def _check(raw: dict[str, Any]) -> dict[str, Any]:
     check_experiment_resources(parsed)  # counts x sizes: nothing is built
     solver = raw.get("solver")
     given = isinstance(solver, dict) and solver.get("atol") is not None
-    check_atol_against_state(parsed, given)  # builds the model: after the resources check
+    check_atol_against_state(parsed["solver"], parsed["model"], atol_given=given)
     return parsed

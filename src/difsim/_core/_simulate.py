@@ -86,7 +86,9 @@ def simulate(
       `"euler"` (Itô) or `"heun"` (Stratonovich); SDE tolerances default to 1e-3).
     - `rtol`, `atol`: relative/absolute tolerances of the adaptive step-size controller (and of
       the nonlinear solves of implicit solvers); default 1e-6 (or the model's). Checked:
-      finite and positive, `rtol < 1`; `atol` may also be one value per state variable.
+      finite and positive, `rtol < 1`, and an adaptive solve's `atol` below the size of the
+      initial state (larger, the error test accepts any step); `atol` may also be one value
+      per state variable.
       Leave both out when `controller` is an instance: it carries its own.
     - `dt0`: initial step (adaptive) or the step (fixed-step solvers, `controller="constant"`).
     - `controller`: `"pid"`, `"constant"`, or a diffrax controller (default: PID when the solver
@@ -101,7 +103,8 @@ def simulate(
     - `adjoint`: how `jax.grad` differentiates the solve: `"checkpoint"` (reverse mode with
       recursive checkpointing; default), `"forward"` (forward mode only; best for few
       parameters and `jax.jacfwd`), `"backsolve"` (continuous adjoint, O(1) memory; raises
-      if its backward solve fails), `"direct"` (both modes), or a diffrax adjoint.
+      if its backward solve fails; refused for stiff models and solvers), `"direct"` (both
+      modes), or a diffrax adjoint.
     - `event`: an [`Event`][] or [`TimeEvent`][] (a callable `(t, s, model) -> scalar` is
       an `Event` that ends the solve), or a list of them, in addition to the model's own
       `events`. Events that happened are in `Solution.events`.

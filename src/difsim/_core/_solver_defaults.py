@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 GLOBAL_DEFAULTS: dict[str, Any] = dict(rtol=1e-6, atol=1e-6, max_steps=16_384)
@@ -90,7 +91,7 @@ def check_atol_scale(
     values = list(state)
     if atol is None or _traced(atol) or any(_traced(v) or v is None for _, v in values):
         return
-    sizes = [float(np.max(np.abs(np.asarray(v)), initial=0.0)) for _, v in values]
+    sizes = [_largest(v) for _, v in values]
     size = max(sizes, default=0.0)
     if not size > 0 or not np.isfinite(size):
         return
@@ -124,6 +125,18 @@ def atol_origin(cls: type, given: bool) -> tuple[str, str]:
     if "atol" in (getattr(cls, "solver_defaults", None) or {}):
         return f"{cls.__name__}.solver_defaults['atol']", ""
     return "atol", " (difsim's default)"
+
+
+def _largest(value: Any) -> float:
+    """max |value|, 0 for an empty array; a device array's is reduced where it lives (a
+    PDE field on a GPU: one number comes back, not the field)."""
+    if np.size(value) == 0:
+        return 0.0
+    if isinstance(value, jax.Array):
+        # Concrete values inside a trace (a model closed over by `jit`): computed now.
+        with jax.ensure_compile_time_eval():
+            return float(jnp.max(jnp.abs(value)))
+    return float(np.max(np.abs(np.asarray(value))))
 
 
 def _traced(value: Any) -> bool:
