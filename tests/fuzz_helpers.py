@@ -2,9 +2,10 @@
 writer for generated values, running the command line in-process, the outcome rules.
 
 The rules every generated case must follow (issue 14): `difsim check` exits 0 or 2, `difsim
-run` exits 0, 1 (the solve failed, said on one line) or 2; an exit 2 prints exactly one
-line, `difsim: error: <config>: [section] key: ...`, and no traceback; and no file that
-existed before a failed run is changed, removed or joined by a new one.
+run` exits 0, 1 (the solve failed, said on one line; difsim's log lines may come before it)
+or 2; an exit 2 prints exactly one line, `difsim: error: <config>: [section] key: ...`, and
+no traceback; and no file that existed before a failed run is changed, removed or joined by
+a new one.
 
 Profiles: the default (CI) runs few examples, derandomized, so CI is deterministic;
 `HYPOTHESIS_PROFILE=long` runs 20 times as many, randomized, for local hunting (figures in
@@ -155,6 +156,22 @@ def assert_clean_error(code: int, err: str, config: Path, extra_sections=()) -> 
     file_level = f"{config}: invalid TOML" in line or "override must look like" in line
     assert names_key or file_level, line
     assert str(config) in line or "override must look like" in line, line
+
+
+# The one line of a failed solve (exit 1): a single run's error, or a sweep's count of
+# failed trajectories.
+_FAILURE = re.compile(r"^difsim: (error: .* failed \[|warning: \d+ of \d+ trajectories failed)")
+
+
+def assert_one_failure_line(err: str) -> None:
+    """An exit 1 (the solve failed) prints exactly one line saying so; any other line on
+    stderr is one of difsim's log lines (`difsim: sweep: the diffrax engine runs this
+    sweep (...)`), never a traceback or a second error."""
+    lines = err.strip().splitlines()
+    failures = [line for line in lines if _FAILURE.match(line)]
+    assert len(failures) == 1, err
+    assert all(line.startswith("difsim: ") for line in lines), err
+    assert "Traceback" not in err and not any(" error: " in x for x in lines if x not in failures)
 
 
 def outcome(code: int, err: str) -> str:

@@ -18,6 +18,7 @@ from difsim._app._run import run_config
 from difsim._config._load import load_config
 from difsim.models import MODELS, Lorenz
 
+from .fuzz_helpers import assert_one_failure_line
 from .helpers import scipy_reference
 
 RTOL = ATOL = 1e-10
@@ -271,6 +272,20 @@ def test_run_sweep_writes_netcdf_png_and_summary(tmp_path, monkeypatch, capsys):
     with xr.open_dataset("out/decay.nc") as result:
         np.testing.assert_array_equal(result.y, ds_py.y)
         assert result.attrs["sweep_hash"] == ds_py.attrs["sweep_hash"]
+
+
+def test_a_failed_stiff_sweep_is_one_line_after_the_log_lines(tmp_path, monkeypatch, capsys):
+    # stderr holds difsim's log lines, then the one line of the failure; its MAX_STEPS hint
+    # fits the solver: no "try 'kvaerno5'" to a user of an implicit one.
+    monkeypatch.chdir(tmp_path)
+    Path("sweep.toml").write_text(DECAY_SWEEP)
+    overrides = ["--set", "solver.name=implicit_euler", "--set", "solver.max_steps=2"]
+    assert main(["run", "sweep.toml", "--no-plot", *overrides]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("difsim: sweep: the diffrax engine runs this sweep (solver")
+    assert_one_failure_line(err)
+    assert "8 of 8 trajectories failed" in err and "MAX_STEPS" in err
+    assert "raise max_steps" in err and "kvaerno5" not in err
 
 
 def test_sweep_with_failures_warns_and_all_failing_exits_1(tmp_path, monkeypatch, capsys):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import difsim as ds
+from difsim._app._cli import main
 from difsim._config._load import ConfigError, load_config
 from difsim._core import solver_settings
 
@@ -157,3 +158,128 @@ def test_max_steps_from_python_is_checked_before_solving(bad):
     # An int32 step counter: 2**31 would overflow inside the compiled loop.
     with pytest.raises(ValueError, match=r"max_steps must be an integer from 1 to 2\*\*31 - 1"):
         ds.simulate(ds.models.ExponentialDecay(), t0=0.0, t1=1.0, max_steps=bad)
+
+
+# --------------------------------------------------------------- atol against the state
+class Nano(ds.Model):
+    """Nanomolar concentrations: a state far below difsim's default atol of 1e-6."""
+
+    state = ds.State(a=1e-9, b=2e-9)
+
+    def rhs(self, t, s):
+        return dict(a=-s.a, b=s.a)
+
+
+class NanoOwnAtol(Nano):
+    solver_defaults = {"atol": 1e-3}
+
+
+class FromRest(ds.Model):
+    """x' = 1 from x(0) = 0: a state that starts at zero everywhere has no size yet."""
+
+    state = ds.State(x=0.0)
+
+    def rhs(self, t, s):
+        return dict(x=jnp.ones_like(s.x))
+
+
+def test_atol_at_least_the_state_is_refused():
+    # Issue 14: ExponentialDecay with atol 1e3 "succeeded" after 4 steps with y(10) = 138
+    # instead of 4.5e-5. An atol at or above the state's size (1 here) is refused.
+    decay = ds.models.ExponentialDecay()
+    for atol in (1e300, 1e3, 1.0):
+        with pytest.raises(ValueError) as info:
+            ds.simulate(decay, t0=0.0, t1=10.0, rtol=1e-6, atol=atol)
+        text = str(info.value)
+        assert text.startswith(f"atol={atol!r} is at least the size of ExponentialDecay's state")
+        assert "largest initial value is 1, of 'y'" in text and "e.g. 1e-06" in text
+    # Just below the size the error test still constrains the solve: to within atol.
+    sol = ds.simulate(decay, t0=0.0, t1=10.0, rtol=1e-6, atol=0.5, save="final")
+    assert abs(float(sol.final["y"]) - np.exp(-10.0)) < 0.5
+
+
+def test_atol_names_where_it_came_from():
+    default = (
+        r"^atol=1e-06 \(difsim's default\) is at least the size of Nano's state \(its largest "
+        r"initial value is 2e-09, of 'b'\).*e\.g\. 2e-15 \(rtol times it\), or one atol per"
+    )
+    with pytest.raises(ValueError, match=default):
+        ds.simulate(Nano(), **SPAN)
+    with pytest.raises(ValueError, match=r"^NanoOwnAtol\.solver_defaults\['atol'\]=0\.001 is"):
+        ds.simulate(NanoOwnAtol(), **SPAN)
+    pid = dfx.PIDController(rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match=r"^the controller's atol=1e-06 is at least the size"):
+        ds.simulate(Nano(), **SPAN, controller=pid)
+    # An atol below the state's size is accepted: the solve then resolves the state.
+    sol = ds.simulate(Nano(), **SPAN, rtol=1e-8, atol=1e-18)
+    np.testing.assert_allclose(float(sol.final["a"]), 1e-9 * np.exp(-1.0), rtol=1e-6)
+
+
+def test_per_variable_atol_is_compared_with_the_whole_state():
+    # y starts at 1e-9 and may grow: its own atol is compared with the largest variable
+    # (x, 1), not with its own start, so 1e-6 for y passes and 1e300 does not.
+    ds.simulate(TwoScales(), **SPAN, atol=[1e-6, 1e-6])
+    with pytest.raises(ValueError) as info:
+        ds.simulate(TwoScales(), **SPAN, atol=[1e-6, 1e300])
+    text = str(info.value)
+    assert text.startswith("atol=[1e-06, 1e+300] (its entry for 'y') is at least the size")
+    assert "per state variable" not in text
+
+
+def test_a_state_at_zero_everywhere_has_no_size_to_check():
+    # Documented limit: atol alone sets the scale until the state grows; x(1) = 1 exactly
+    # for any tolerance (x' = 1 is integrated exactly).
+    sol = ds.simulate(FromRest(), **SPAN, atol=10.0)
+    assert float(sol.final["x"]) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_fixed_steps_have_no_error_test_to_void():
+    # No error test with a fixed step: the default atol is not compared with the state.
+    sol = ds.simulate(Nano(), **SPAN, solver="euler", dt0=0.01)
+    np.testing.assert_allclose(float(sol.final["a"]), 1e-9 * 0.99**100, rtol=1e-12)
+
+
+def test_sweeps_and_configs_check_atol_against_the_state_alike():
+    spec = ds.GridSweep({"sigma": jnp.array([9.0, 10.0])})
+    with pytest.raises(ValueError, match=r"^atol=5\.0 is at least the size of Lorenz's state"):
+        ds.sweep(ds.models.Lorenz(), spec, t0=0.0, t1=1.0, atol=5.0)
+    for overrides in ({"solver.atol": 1e300}, {"solver.atol": 1.0, "model.state.x": 0.5}):
+        with pytest.raises(ConfigError) as info:
+            load_config(CONFIG, overrides=overrides)
+        assert info.value.key == "solver.atol"
+        assert "is at least the size of Lorenz's state" in str(info.value)
+    # The state the config sets is the one compared: x = 10 makes atol = 1 acceptable.
+    load_config(CONFIG, overrides={"solver.atol": 1.0, "model.state.x": 10.0})
+
+
+HEAT = """
+[model]
+name = "heat"
+[model.grid]
+shape = [16]
+[time]
+t1 = 0.1
+save = 3
+[solver]
+name = "tsit5"
+atol = 1e300
+[output]
+path = "out.nc"
+plot = false
+"""
+
+
+def test_a_computed_initial_state_is_checked_before_the_run_starts(tmp_path, capsys):
+    # Heat computes its field in initial_state(): checking the config does not build the
+    # model (nor start JAX's backend), so the run checks atol before any work.
+    config = tmp_path / "heat.toml"
+    config.write_text(HEAT)
+    assert main(["check", str(config)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(config)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"difsim: error: {config}: [solver] atol: atol=1e+300 is at least")
+    u0 = load_config(config).model.build().initial_state()["u"]  # sin-shaped, on 16 points
+    size = f"{float(np.max(np.abs(u0))):.3g}"
+    assert f"the size of Heat's state (its largest initial value is {size}, of 'u')" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["heat.toml"]  # nothing written

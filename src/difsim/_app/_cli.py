@@ -24,7 +24,7 @@ from difsim._app._console import (
     run_rows,
 )
 from difsim._app._listing import print_models, print_solvers
-from difsim._app._run import RunResult, execute, final_state
+from difsim._app._run import RunResult, execute, final_state, status_message
 from difsim._config import ConfigError, Experiment, load_config, parse_override
 from difsim._io import (
     OutputError,
@@ -170,9 +170,10 @@ def _run(experiment: Experiment, args: argparse.Namespace) -> int:
         partial = (
             f"; partial output (NaN after the failure) in {result.output}" if result.output else ""
         )
+        message = status_message(result.status, experiment, result.dataset.attrs)
         print(
             f"difsim: error: simulate({experiment.model.cls.__name__}) failed "
-            f"[{result.status.name}]: {result.status.message}{partial}{nan_hint(args.cache)}",
+            f"[{result.status.name}]: {message}{partial}{nan_hint(args.cache)}",
             file=sys.stderr,
         )
         return 1
@@ -199,7 +200,7 @@ def _simulate_lines(experiment: Experiment, result: RunResult) -> list[tuple[str
             "time",
             f"{experiment.time.t0:g} to {experiment.time.t1:g}, {ds.sizes['time']} saved points",
         ),
-        ("status", f"{result.status.name}: {result.status.message}"),
+        ("status", f"{result.status.name}: {status_message(result.status, experiment, ds.attrs)}"),
         ("steps", steps),
         (
             "final state",
@@ -247,8 +248,8 @@ def _run_sweep(experiment: Experiment, args: argparse.Namespace, progress: bool)
         worst = Status(max(failed, key=failed.get))
         print(
             f"difsim: warning: {sum(failed.values())} of {report.n_points} trajectories "
-            f"failed (NaN values, see the status variable); {worst.name}: {worst.message}"
-            + nan_hint(args.cache),
+            f"failed (NaN values, see the status variable); {worst.name}: "
+            f"{status_message(worst, experiment)}" + nan_hint(args.cache),
             file=sys.stderr,
         )
     return 1 if not result.status.ok else 0

@@ -20,7 +20,14 @@ import jax
 import numpy as np
 import xarray as xr
 
-from difsim._config import ConfigError, Experiment, load_config
+from difsim import solvers
+from difsim._config import (
+    ConfigError,
+    Experiment,
+    check_atol_against_state,
+    declared_state,
+    load_config,
+)
 from difsim._core import noise_summary, reports_model_time, simulate
 from difsim._fit import check_checkpoint, fit
 from difsim._io import (
@@ -34,7 +41,7 @@ from difsim._io import (
     recorded,
 )
 from difsim._plot import plot as plot_dataset
-from difsim._status import Status
+from difsim._status import Status, max_steps_message
 from difsim._sweep import run_sweep
 
 
@@ -86,15 +93,32 @@ def execute(
     after the failure are NaN and the `status` variable says what went wrong.
 
     **Raises:** [`OutputError`][] for an output path that cannot or may not be written, or
-    one that another run is writing.
+    one that another run is writing; [`ConfigError`][] for an `[solver] atol` at least as
+    large as a computed initial state (see `check_atol_against_state`).
     """
     outputs = check_outputs(experiment, output, plot)
+    _check_atol(experiment)
     if experiment.sweep is not None:  # `run_sweep` locks its output itself
         return _execute_sweep(experiment, outputs, progress=progress)
     with output_lock(outputs.netcdf or outputs.plot):
         if experiment.fit is not None:
             return _execute_fit(experiment, outputs, progress=progress)
         return _execute_simulation(experiment, outputs, progress=progress)
+
+
+def _check_atol(experiment: Experiment) -> None:
+    """`[solver] atol` against the initial state of a model that computes its own (a
+    field on a grid), which checking the config cannot see without building the model;
+    before any work, as a config error naming the config."""
+    model = experiment.model
+    if experiment.solver is None or declared_state(model) is not None:
+        return  # checked with the config
+    with jax.enable_x64(experiment.solver.dtype == "float64"):
+        state = list(model.build().initial_state().items())
+    try:
+        check_atol_against_state(experiment.solver, model, state=state)
+    except ConfigError as e:
+        raise ConfigError(e.problem, e.key, experiment.source) from None
 
 
 def check_outputs(experiment: Experiment, output: str | os.PathLike | None, plot: bool) -> Outputs:
@@ -305,11 +329,25 @@ def run_config(
     if throw and not result.status.ok:
         where = f"; partial output in {result.output}" if result.output else ""
         what = "every trajectory of sweep" if experiment.sweep is not None else "simulate"
+        message = status_message(result.status, experiment, result.dataset.attrs)
         raise RuntimeError(
             f"{what}({experiment.model.cls.__name__}) failed "
-            f"[{result.status.name}]: {result.status.message}{where}"
+            f"[{result.status.name}]: {message}{where}"
         )
     return result.dataset
+
+
+def status_message(status: Status, experiment: Experiment, attrs: Mapping | None = None) -> str:
+    """The message of a run's `status`; for `MAX_STEPS`, the one that fits its solver (no
+    'try kvaerno5' to a user of kvaerno5) and, given a single solve's `attrs` (its step
+    counts), whether most steps were rejected."""
+    if status != Status.MAX_STEPS:
+        return status.message
+    info = solvers.SOLVERS.get(experiment.solver.name)
+    attrs = attrs or {}
+    accepted, rejected = attrs.get("num_accepted_steps"), attrs.get("num_rejected_steps")
+    mostly = accepted is not None and rejected is not None and rejected > accepted
+    return max_steps_message(None if info is None else info.stiff, mostly)
 
 
 def final_state(dataset: xr.Dataset) -> tuple[float, dict[str, str]]:

@@ -8,3 +8,7 @@ from difsim._config._load import (
     load_config as load_config,
     parse_override as parse_override,
 )
+from difsim._config._solver import (
+    check_atol_against_state as check_atol_against_state,
+    declared_state as declared_state,
+)

@@ -50,7 +50,7 @@ from difsim._config._schema import (
     parse_override as parse_override,
     plain,
 )
-from difsim._config._solver import parse_solver
+from difsim._config._solver import check_atol_against_state, parse_solver
 from difsim._config._sweep import parse_sweep
 from difsim._config._time import parse_time
 from difsim._io import difsim_version
@@ -388,4 +388,7 @@ def _check(raw: dict[str, Any]) -> dict[str, Any]:
         values = check_section(name, section, raw.get(name, {}))
         parsed[name] = section.handler(values, parsed)
     check_experiment_resources(parsed)  # counts x sizes: nothing is built
+    solver = raw.get("solver")
+    given = isinstance(solver, dict) and solver.get("atol") is not None
+    check_atol_against_state(parsed["solver"], parsed["model"], atol_given=given)
     return parsed

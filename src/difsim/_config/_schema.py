@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from difsim._core import is_seed
+
 
 class ConfigError(ValueError):
     """An invalid experiment config.
@@ -76,8 +78,8 @@ SAVE = Kind(
 )
 BOOL = Kind("true or false", lambda v: isinstance(v, bool))
 NON_NEGATIVE_INT = Kind("an integer >= 0", lambda v: is_int(v) and v >= 0)
-# A PRNG seed: `jax.random.key` takes a signed 64-bit integer.
-SEED = Kind("an integer from 0 to 2**63 - 1", lambda v: is_int(v) and 0 <= v < 2**63)
+# A PRNG seed: `jax.random.key` takes a signed 64-bit integer (the Python API's check).
+SEED = Kind("an integer from 0 to 2**63 - 1", is_seed)
 KEEP = Kind(
     '"final", "trajectory" or a list of observable names',
     lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),

@@ -1,12 +1,22 @@
 """The `[solver]` section of a config: solver, tolerances, step control, adjoint, precision."""
 
+from collections.abc import Iterable
 from typing import Any
 
 from difsim import solvers
-from difsim._config._experiment import SolverSpec
+from difsim._config._experiment import ModelSpec, SolverSpec, field_defaults
 from difsim._config._schema import ConfigError
 from difsim._config._stochastic import parse_sde_solver
-from difsim._core import KEYS, Model, check_tolerance, resolve_solver_settings
+from difsim._core import (
+    KEYS,
+    Model,
+    State,
+    atol_origin,
+    check_atol_scale,
+    check_backsolve,
+    check_tolerance,
+    resolve_solver_settings,
+)
 
 
 def parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
@@ -53,7 +63,7 @@ def parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
             "give dt0, e.g. dt0 = 0.01",
             "solver.dt0",
         )
-    dt0 = settings["dt0"]
+    _check_adjoint(values["adjoint"], cls, name)
     if values["root_tol"] is not None and not info.implicit:
         implicit = ", ".join(repr(n) for n, i in solvers.SOLVERS.items() if i.implicit)
         raise ConfigError(
@@ -65,13 +75,21 @@ def parse_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSpec:
         name=name,
         rtol=float(settings["rtol"]),
         atol=float(settings["atol"]),
-        dt0=None if dt0 is None else float(dt0),
+        dt0=None if settings["dt0"] is None else float(settings["dt0"]),
         controller=controller,
         max_steps=settings["max_steps"],
         adjoint=values["adjoint"],
         dtype=values["dtype"],
         root_tol=None if settings["root_tol"] is None else float(settings["root_tol"]),
     )
+
+
+def _check_adjoint(adjoint: str, cls: type[Model], solver: str) -> None:
+    """`[solver] adjoint` is not used by a run, but it is checked as `simulate` checks it."""
+    try:
+        check_backsolve(adjoint, cls, solver)
+    except ValueError as error:
+        raise ConfigError(str(error), "solver.adjoint") from None
 
 
 def solver_settings(cls: type[Model], values: dict[str, Any]) -> dict[str, Any]:
@@ -87,3 +105,42 @@ def solver_settings(cls: type[Model], values: dict[str, Any]) -> dict[str, Any]:
         return resolve_solver_settings(cls, solver=values["name"], **given)
     except (TypeError, ValueError) as error:
         raise ConfigError(str(error), "model.name") from None
+
+
+def check_atol_against_state(
+    solver: SolverSpec | None,
+    model: ModelSpec,
+    *,
+    atol_given: bool = True,
+    state: Iterable[tuple[str, Any]] | None = None,
+) -> None:
+    """`[solver] atol` against the size of the initial state, as `simulate` checks it
+    ([`check_atol_scale`][]). `state`: the built model's initial state (what a run passes,
+    once JAX may start); by default the state the config declares (the class's, with
+    `[model.state]` applied: plain numbers, so checking a config never starts JAX's
+    backend), when the model's `initial_state()` is that state; else nothing is checked
+    here and the run checks it. (A stochastic model's was checked by `parse_sde_solver`.)
+
+    **Raises:** [`ConfigError`][] naming `[solver] atol`.
+    """
+    if solver is None or solver.controller != "pid" or model.cls.is_stochastic():
+        return
+    state = declared_state(model) if state is None else state
+    if state is None:
+        return
+    name, note = atol_origin(model.cls, atol_given)
+    try:
+        check_atol_scale(solver.atol, state, model.cls.__name__, name, rtol=solver.rtol,
+                         note=note)  # fmt: skip
+    except ValueError as error:
+        raise ConfigError(str(error), "solver.atol") from None
+
+
+def declared_state(model: ModelSpec) -> list[tuple[str, Any]] | None:
+    """The initial state a config declares (`(name, value)` pairs), if it is what the
+    model's `initial_state()` returns; `None` if the model computes its own."""
+    state = field_defaults(model.cls).get("state")
+    if model.cls.initial_state is not Model.initial_state or not isinstance(state, State):
+        return None
+    values = {**dict(state.items()), **model.state}
+    return [(name, values[name]) for name in state.names]

@@ -15,6 +15,7 @@ _CULPRITS = (
     ("save time", "solver.dt0"),
     ("dt0", "solver.dt0"),
     ("controller", "solver.controller"),
+    ("atol", "solver.atol"),
     ("tol", "solver.rtol"),
 )
 

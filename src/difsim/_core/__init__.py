@@ -2,6 +2,9 @@
 `_plot`, `_io`, `difsim.solvers` and `_status` only.
 """
 
+from difsim._core._adjoint import (
+    check_backsolve as check_backsolve,
+)
 from difsim._core._custom_types import (
     RealScalarLike as RealScalarLike,
     SaveLike as SaveLike,
@@ -45,6 +48,10 @@ from difsim._core._sde import (
     noise_summary as noise_summary,
     sde_solver_settings as sde_solver_settings,
 )
+from difsim._core._seed import (
+    check_seed as check_seed,
+    is_seed as is_seed,
+)
 from difsim._core._simulate import (
     simulate as simulate,
 )
@@ -53,6 +60,8 @@ from difsim._core._solution import (
 )
 from difsim._core._solver_defaults import (
     KEYS as KEYS,
+    atol_origin as atol_origin,
+    check_atol_scale as check_atol_scale,
     check_tolerance as check_tolerance,
     resolve_solver_settings as resolve_solver_settings,
 )

@@ -28,7 +28,12 @@ from difsim._core._noise import (
     check_noise,
     is_additive,
 )
-from difsim._core._solver_defaults import check_tolerance, model_solver_defaults
+from difsim._core._solver_defaults import (
+    atol_origin,
+    check_atol_scale,
+    check_tolerance,
+    model_solver_defaults,
+)
 from difsim._core._solver_settings import SolverSettings
 from difsim._core._vector_field import Layout, VectorField
 
@@ -146,6 +151,10 @@ def sde_solver_settings(
     name = type(model).__name__
     solver_obj = _solver(values["solver"], name, noise, additive)
     controller_obj = _controller(values, solver_obj, name, additive)
+    if values["controller"] == "pid":  # an error test, which an atol as large as the state voids
+        label, note = atol_origin(type(model), atol is not None)
+        state = model.initial_state().items()
+        check_atol_scale(values["atol"], state, name, label, rtol=values["rtol"], note=note)
     brownian = _brownian(brownian, controller_obj)
     return SolverSettings(
         solver=solver_obj,

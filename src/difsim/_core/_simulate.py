@@ -10,7 +10,12 @@ from jax.sharding import NamedSharding
 from jaxtyping import PRNGKeyArray
 
 from difsim import solvers
-from difsim._core._adjoint import forward_mode_error, forward_only
+from difsim._core._adjoint import (
+    check_backsolve,
+    forward_mode_error,
+    forward_only,
+    is_stiff_solver,
+)
 from difsim._core._custom_types import RealScalarLike, SaveLike, Times
 from difsim._core._event import AbstractEvent
 from difsim._core._event_plan import EventPlan, plan_events
@@ -82,7 +87,9 @@ def simulate(
       `"euler"` (Itô) or `"heun"` (Stratonovich); SDE tolerances default to 1e-3).
     - `rtol`, `atol`: relative/absolute tolerances of the adaptive step-size controller (and of
       the nonlinear solves of implicit solvers); default 1e-6 (or the model's). Checked:
-      finite and positive, `rtol < 1`; `atol` may also be one value per state variable.
+      finite and positive, `rtol < 1`, and an adaptive solve's `atol` below the size of the
+      initial state (larger, the error test accepts any step); `atol` may also be one value
+      per state variable.
       Leave both out when `controller` is an instance: it carries its own.
     - `dt0`: initial step (adaptive) or the step (fixed-step solvers, `controller="constant"`).
     - `controller`: `"pid"`, `"constant"`, or a diffrax controller (default: PID when the solver
@@ -97,7 +104,8 @@ def simulate(
     - `adjoint`: how `jax.grad` differentiates the solve: `"checkpoint"` (reverse mode with
       recursive checkpointing; default), `"forward"` (forward mode only; best for few
       parameters and `jax.jacfwd`), `"backsolve"` (continuous adjoint, O(1) memory; raises
-      if its backward solve fails), `"direct"` (both modes), or a diffrax adjoint.
+      if its backward solve fails; refused for stiff models and solvers), `"direct"` (both
+      modes), or a diffrax adjoint.
     - `event`: an [`Event`][] or [`TimeEvent`][] (a callable `(t, s, model) -> scalar` is
       an `Event` that ends the solve), or a list of them, in addition to the model's own
       `events`. Events that happened are in `Solution.events`.
@@ -134,6 +142,7 @@ def simulate(
         layout = _checked_layout(model, state0, False)
         settings = sde_settings(model, layout, solver, given, adjoint_obj, brownian, times)
     check_saved_memory(times, layout, type(model).__name__)
+    check_backsolve(adjoint, type(model), settings.solver_requested)
     imex = settings.imex and key is None
     if settings.fixed_step and not imex:
         y0, field = layout.pack(state0.values), VectorField(layout, "rhs")
@@ -286,7 +295,7 @@ def _solve(
         mostly_rejected = sol.stats["num_rejected_steps"] > sol.stats["num_accepted_steps"]
         out_ts, ys, status, t_end, y_end, extras = _raise_if_failed(
             type(model).__name__, out_ts, ys, status, (t_end, y_end, extras),
-            sharded=sharding is not None, hint=(_is_implicit(solver), mostly_rejected),
+            sharded=sharding is not None, hint=(is_stiff_solver(solver), mostly_rejected),
         )  # fmt: skip
     return Solution(
         ts=out_ts,
@@ -386,14 +395,6 @@ def _raise_if_failed(name: str, out_ts, ys, status, ends, *, sharded: bool, hint
         (out_ts, status, t_end), failed, status_index, messages
     )
     return out_ts, ys, status, t_end, y_end, extras
-
-
-def _is_implicit(solver) -> bool:
-    # Through wrappers (newton_krylov, diffrax.HalfSolver): their `solver` attribute.
-    while not isinstance(solver, dfx.AbstractImplicitSolver) and hasattr(solver, "solver"):
-        solver = solver.solver
-    # A Rosenbrock method is for stiff problems too: never told to try 'kvaerno5'.
-    return isinstance(solver, dfx.AbstractImplicitSolver | solvers.Rodas5P)
 
 
 def _expand(mask, value):

@@ -4,13 +4,15 @@
 `max_steps` and `root_tol` here, so a Python call and a config that leave the same things out
 run the same solve. Precedence: the caller's value, then the model's `solver_defaults`, then
 difsim's. [`check_tolerance`][] is the one tolerance check (`rtol`, `atol`, `root_tol`), used by the
-Python API and the config's `[solver]` section alike.
+Python API and the config's `[solver]` section alike; [`check_atol_scale`][] the one check of
+`atol` against the size of the state.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 GLOBAL_DEFAULTS: dict[str, Any] = dict(rtol=1e-6, atol=1e-6, max_steps=16_384)
@@ -54,6 +56,97 @@ def check_tolerance(key: str, value: Any, name: str | None = None) -> None:
             f"{name} must be < 1: the nonlinear solves' error as a fraction of the step's "
             f"error allowance (default 0.01), got {value!r}"
         )
+
+
+def check_atol_scale(
+    atol: Any,
+    state: Iterable[tuple[str, Any]],
+    model: str,
+    name: str = "atol",
+    *,
+    rtol: Any = None,
+    note: str = "",
+) -> None:
+    """Raise a `ValueError` unless `atol` is below the size of the state it controls.
+
+    The error test accepts a step whose error estimate is within `atol + rtol·|y|`: an
+    `atol` as large as the state itself accepts any step while the state stays that size
+    (`ExponentialDecay` with `atol=1e3` "succeeded" in 4 steps with y(10) = 138 instead of
+    4.5e-5). The state's size is the largest absolute initial value over all its variables
+    (`state`: `(name, value)` pairs, e.g. `Model.initial_state().items()`).
+
+    - One `atol`: refused if it is at least that size.
+    - One `atol` per variable (shape `(n_vars,)`, or any shape of that size): the entry of a
+      variable that starts non-zero is refused if it is at least the whole state's size. A
+      variable may start small and grow (an epidemic's infected from 1e-8 with atol 1e-6),
+      so an entry is only compared with the largest variable, not with its own start.
+    - Not checked: a state that starts at zero everywhere (it has no size yet: `atol`
+      alone sets the scale until the state grows), the entry of a variable that starts at
+      zero, and a traced `atol` or state (under `jit`/`vmap` of the initial values).
+
+    `model` and `name` say whose state and which tolerance (`"atol"`, `"Chem.solver_defaults
+    ['atol']"`, ...) the message names, `note` where the value came from (`" (difsim's
+    default)"`); `rtol`, if concrete, scales the suggested `atol`.
+    """
+    values = list(state)
+    if atol is None or _traced(atol) or any(_traced(v) or v is None for _, v in values):
+        return
+    sizes = [_largest(v) for _, v in values]
+    size = max(sizes, default=0.0)
+    if not size > 0 or not np.isfinite(size):
+        return
+    entries = np.asarray(atol, np.float64).reshape(-1)
+    if entries.size == 1:
+        culprits = [0] if entries[0] >= size else []
+    elif entries.size == len(values):
+        culprits = [i for i, a in enumerate(entries) if sizes[i] > 0 and a >= size]
+    else:  # a shape the caller reports (see `solver_settings`)
+        return
+    if not culprits:
+        return
+    i, where = culprits[0], int(np.argmax(sizes))
+    one = entries.size == 1
+    which = "" if one else f" (its entry for {values[i][0]!r})"
+    scale = rtol if isinstance(rtol, float | int) and 0 < rtol < 1 else 1e-6
+    raise ValueError(
+        f"{name}={_short(atol)}{note}{which} is at least the size of {model}'s state (its largest "
+        f"initial value is {size:.3g}, of {values[where][0]!r}): the error test would accept "
+        f"any step, with errors as large as the state itself. Give an atol well below that "
+        f"size, e.g. {scale * size:.0e} (rtol times it)"
+        + (", or one atol per state variable" if one else "")
+    )
+
+
+def atol_origin(cls: type, given: bool) -> tuple[str, str]:
+    """`(name, note)` of the `atol` a solve of `cls` uses, for [`check_atol_scale`][]'s
+    message: the caller's, the model's `solver_defaults`' or difsim's default."""
+    if given:
+        return "atol", ""
+    if "atol" in (getattr(cls, "solver_defaults", None) or {}):
+        return f"{cls.__name__}.solver_defaults['atol']", ""
+    return "atol", " (difsim's default)"
+
+
+def _largest(value: Any) -> float:
+    """max |value|, 0 for an empty array; a device array's is reduced where it lives (a
+    PDE field on a GPU: one number comes back, not the field)."""
+    if np.size(value) == 0:
+        return 0.0
+    if isinstance(value, jax.Array):
+        # Concrete values inside a trace (a model closed over by `jit`): computed now.
+        with jax.ensure_compile_time_eval():
+            return float(jnp.max(jnp.abs(value)))
+    return float(np.max(np.abs(np.asarray(value))))
+
+
+def _traced(value: Any) -> bool:
+    return isinstance(value, jax.core.Tracer)
+
+
+def _short(value: Any) -> str:
+    if np.ndim(value) == 0:
+        return repr(float(np.asarray(value)))
+    return "[" + ", ".join(f"{a:g}" for a in np.asarray(value, np.float64).reshape(-1)) + "]"
 
 
 def model_solver_defaults(cls: type) -> dict[str, Any]:

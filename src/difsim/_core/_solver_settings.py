@@ -18,7 +18,12 @@ import optimistix as optx
 from difsim import solvers
 from difsim._core._custom_types import RealScalarLike
 from difsim._core._model import Model
-from difsim._core._solver_defaults import check_tolerance, resolve_solver_settings
+from difsim._core._solver_defaults import (
+    atol_origin,
+    check_atol_scale,
+    check_tolerance,
+    resolve_solver_settings,
+)
 from difsim._core._vector_field import Layout
 
 # State sizes above which named implicit solvers go matrix-free (solvers.newton_krylov).
@@ -95,16 +100,18 @@ def solver_settings(
     **Raises:** `ValueError` for an unknown solver or controller name, an IMEX solver on a
     model without `rhs_nonstiff`/`rhs_stiff`, a fixed step without `dt0`, a tolerance that
     is not finite and positive (or an `rtol` of 1 or more), an `atol` whose length is not
-    the number of state variables, `rtol`/`atol` given beside a controller instance
+    the number of state variables, an adaptive solve's `atol` at least as large as the
+    state (see [`check_atol_scale`][]), `rtol`/`atol` given beside a controller instance
     that carries its own, or a `root_tol` for a solver that is not a named implicit one.
     """
     _check_controller_clash(controller, rtol=rtol, atol=atol)
+    atol_given = atol is not None
     given = dict(solver=solver, controller=controller, dt0=dt0, rtol=rtol, atol=atol)
     requested = resolve_solver_settings(
         type(model), **given, max_steps=max_steps, root_tol=root_tol
     )
     name, rtol, atol, dt0 = (requested[k] for k in ("solver", "rtol", "atol", "dt0"))
-    atol = _atol_for_state(atol, model)
+    given_atol, atol = atol, _atol_for_state(atol, model)
     solver_obj = solvers.make_solver(name, root_tol=requested["root_tol"])
     named = isinstance(name, str)
     if named and isinstance(solver_obj, dfx.AbstractImplicitSolver):
@@ -128,6 +135,13 @@ def solver_settings(
         rtol, atol = controller_obj.rtol, controller_obj.atol
         for key, value in (("rtol", rtol), ("atol", atol)):
             check_tolerance(key, value, f"the controller's {key}")
+        given_atol, origin = atol, ("the controller's atol", "")
+    else:
+        origin = atol_origin(type(model), atol_given)
+    if adaptive:  # the error test that an atol as large as the state would void
+        state = model.initial_state().items()
+        check_atol_scale(given_atol, state, type(model).__name__, origin[0], rtol=rtol,
+                         note=origin[1])  # fmt: skip
     if named and isinstance(solver_obj, dfx.AbstractImplicitSolver) and not adaptive:
         # A named implicit solver takes its root-finder tolerances from an adaptive
         # controller; with fixed steps there is none (diffrax refuses): use rtol/atol.

@@ -114,6 +114,7 @@ def fit(
     - `multistart`: `n`, `(n, key)` or `(n, key, scale)`: run `n` fits in parallel (vmap)
       from the guess and `n - 1` perturbations of it (normal, standard deviation `scale`
       = 0.3 in unconstrained units, relative for unbounded variables); keep the best.
+      `key`: a `jax.random.key` or an integer seed from 0 to 2**63 - 1 (default 0).
     - `checkpoint`: a file to save the optimisation state in after every block of steps;
       if it exists, the fit resumes from it.
     - `progress`: `None` (default) or `True` show progress: a bar on a terminal, log lines

@@ -22,7 +22,7 @@ import numpy as np
 import xarray as xr
 from jaxtyping import Array, Float
 
-from difsim._core import Model, simulate
+from difsim._core import Model, check_seed, simulate
 from difsim._fit._data import FitData, fit_data
 from difsim._fit._drivers import forward_jacobian
 from difsim._fit._kalman import KalmanProblem, check_linear, step_table
@@ -65,6 +65,7 @@ class SimulatedMoments(AbstractObjective):
     def __check_init__(self):
         if not isinstance(self.paths, int) or self.paths < 2:
             raise ValueError(f"SimulatedMoments: paths must be an integer >= 2, got {self.paths!r}")
+        check_seed(self.seed, "SimulatedMoments: seed")
 
     def problem(
         self, model, names, transforms, dataset, coord, coords, pairs, sigma, t0, sim, dtype
