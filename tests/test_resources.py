@@ -141,5 +141,5 @@ def test_seed_beyond_64_bits_is_a_clear_error():
     overrides["sweep.rho"] = {"uniform": [0, 1]}
     with pytest.raises(ConfigError, match=r"\[sweep\] seed: expected an integer from 0 to"):
         load_config(LORENZ, overrides=overrides)
-    with pytest.raises(ValueError, match="seed must be below 2\\*\\*63"):
+    with pytest.raises(ValueError, match="seed must be an integer from 0 to 2\\*\\*63 - 1"):
         ds.RandomSweep({"rho": ds.Uniform(0, 1)}, samples=10, seed=2**63)

@@ -15,7 +15,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from difsim._core import KEYS, Layout, Model, SaveSpec, check_saves, sde_solver_settings
+from difsim._core import (
+    KEYS,
+    Layout,
+    Model,
+    SaveSpec,
+    check_saves,
+    check_seed,
+    sde_solver_settings,
+)
 from difsim._sweep._options import SolverChoice, SweepOptions
 from difsim._sweep._spec import AbstractSweep
 
@@ -33,9 +41,7 @@ def check_samples(samples: Any, seed: Any) -> tuple[int, int]:
     """
     if isinstance(samples, bool) or not isinstance(samples, int | np.integer) or samples < 1:
         raise ValueError(f"samples must be a positive number of paths, got {samples!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**63:
-        raise ValueError(f"seed must be an integer from 0 to 2**63 - 1, got {seed!r}")
-    return int(samples), int(seed)
+    return int(samples), check_seed(seed)
 
 
 @functools.lru_cache(maxsize=4)

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike
 
-from difsim._core import Model
+from difsim._core import Model, check_seed
 from difsim._sweep._distributions import AbstractDistribution
 from difsim._sweep._keys import check_keys
 
@@ -232,10 +232,7 @@ class RandomSweep(AbstractSweep):
                 )
         if isinstance(samples, bool) or not isinstance(samples, int | np.integer) or samples < 1:
             raise ValueError(f"RandomSweep: samples must be a positive integer, got {samples!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-            raise ValueError(f"RandomSweep: seed must be a non-negative integer, got {seed!r}")
-        if seed >= 2**63:  # jax.random.key takes a signed 64-bit integer
-            raise ValueError(f"RandomSweep: seed must be below 2**63, got {seed!r}")
+        check_seed(seed, "RandomSweep: seed")
         if method not in ("random", "lhs"):
             raise ValueError(f"RandomSweep: method must be 'random' or 'lhs', got {method!r}")
         self.distributions = dict(distributions)
