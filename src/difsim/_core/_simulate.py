@@ -124,8 +124,7 @@ def simulate(
 
     **Returns:** a [`Solution`][]; `jit`, `vmap` and `grad` pass through.
     """
-    # Internally `t` may be a checked `SaveSpec` and `solver` a resolved `SolverSettings`
-    # (what sweeps pass, having checked and resolved once for all their trajectories).
+    # Sweeps pass `t` as a checked `SaveSpec`, `solver` as resolved `SolverSettings` (once).
     if not isinstance(model, Model):
         raise TypeError(f"simulate expects a difsim.Model instance, got {type(model).__name__}")
     key = check_key(model, key, brownian)
