@@ -189,6 +189,20 @@ def time_process(
     )
 
 
+def run_worker(tree: Path, worker: str, *args: Any, one_device: bool = False) -> dict:
+    """Run the Python source `worker` with `args` in a fresh CPU-only process that imports
+    difsim from the source tree `tree` (a checkout of some revision); return the JSON object
+    it prints last. `one_device`: drop `XLA_FLAGS`, one CPU device as `difsim run` gets."""
+    env = dict(os.environ, PYTHONPATH=str(tree), JAX_PLATFORMS="cpu")
+    if one_device:
+        env.pop("XLA_FLAGS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", worker, *map(str, args)],
+        env=env, check=True, capture_output=True, text=True, cwd=tree,
+    )  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 # ------------------------------------------------------------------ compiled-code size
 def aot_phases(fn: Callable, *args) -> tuple[dict[str, float], dict[str, float], Any]:
     """Time the ahead-of-time phases of a `jax.jit` function on `args`.

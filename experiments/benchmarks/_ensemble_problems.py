@@ -92,22 +92,17 @@ def _stack(ys: dict) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ contenders
+def _engine(problem: Problem, model: ds.Model, v, block_size: int | None = None):
+    """The ensemble engine's solution of the benchmark problem for `model` at values `v`."""
+    return simulate_ensemble(
+        model, {problem.key: v}, t0=T0, t1=T1, save="final", solver="tsit5", rtol=RTOL,
+        atol=ATOL, max_steps=MAX_STEPS, block_size=block_size,
+    )  # fmt: skip
+
+
 def engine_fn(problem: Problem, block_size: int | None = None) -> Callable:
     """(a) the ensemble engine called directly, jitted."""
-    solve = jax.jit(
-        lambda v: simulate_ensemble(
-            problem.model,
-            {problem.key: v},
-            t0=T0,
-            t1=T1,
-            save="final",
-            solver="tsit5",
-            rtol=RTOL,
-            atol=ATOL,
-            max_steps=MAX_STEPS,
-            block_size=block_size,
-        )  # fmt: skip
-    )
+    solve = jax.jit(lambda v: _engine(problem, problem.model, v, block_size))
     run = lambda v: _stack(solve(v).ys)  # noqa: E731
     run.solution = solve  # for step counts
     return run
@@ -117,21 +112,7 @@ def engine_arg_fn(problem: Problem) -> Callable:
     """(a2) the engine called directly with the model as an argument of the jitted
     function (what a sweep compiles, once for all model values), where (a) closes over it
     and lets XLA fold its fixed values into the program."""
-    solve = jax.jit(
-        lambda m, v: (
-            simulate_ensemble(
-                m,
-                {problem.key: v},
-                t0=T0,
-                t1=T1,
-                save="final",
-                solver="tsit5",
-                rtol=RTOL,
-                atol=ATOL,
-                max_steps=MAX_STEPS,
-            ).ys
-        )  # fmt: skip
-    )
+    solve = jax.jit(lambda m, v: _engine(problem, m, v).ys)
     return lambda v: _stack(solve(problem.model, v))
 
 

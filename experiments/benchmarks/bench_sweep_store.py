@@ -22,15 +22,13 @@ python experiments/benchmarks/bench_sweep_store.py --base 9ee3a23 --sizes 1e4,1e
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from _common import run_worker
 from compare_revisions import ROOT, export, stage
 
 WORKER = r"""
@@ -96,16 +94,6 @@ print(json.dumps(out))
 WORK = ("memory", "disk", "resume all", "resume half")
 
 
-def run_worker(path: Path, n: int, repeats: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(path), JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)  # one CPU device, as `difsim run` gets
-    done = subprocess.run(
-        [sys.executable, "-c", WORKER, str(n), str(repeats)],
-        env=env, check=True, capture_output=True, text=True, cwd=path,
-    )  # fmt: skip
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", required=True, help="git revision with the old store")
@@ -126,7 +114,7 @@ def main() -> None:
         for r in range(args.rounds):
             for n in sizes:
                 for name in ("base", "new") if r % 2 == 0 else ("new", "base"):
-                    res = run_worker(trees[name], n, args.repeats)
+                    res = run_worker(trees[name], WORKER, n, args.repeats, one_device=True)
                     assert res["file"].startswith(str(trees[name])), res["file"]
                     results[name, n].append(res)
             print(f"round {r + 1}/{args.rounds} ({time.perf_counter() - start:.0f} s), "

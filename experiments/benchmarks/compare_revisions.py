@@ -21,15 +21,15 @@ state): `sweep` is `ds.sweep(..., save="final")`; `vmap` is `jit(vmap(ds.simulat
 """
 
 import argparse
-import json
 import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import run_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,15 +98,6 @@ def export(revision: str, target: Path) -> Path:
     return target
 
 
-def run_worker(path: Path, n: int, repeats: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(path), JAX_PLATFORMS="cpu")
-    done = subprocess.run(
-        [sys.executable, "-c", WORKER, str(n), str(repeats), str(ROOT / "data" / "lynx_hare.nc")],
-        env=env, check=True, capture_output=True, text=True, cwd=path,
-    )  # fmt: skip
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", required=True, help="git revision to compare against")
@@ -126,7 +117,8 @@ def main() -> None:
         for r in range(args.rounds):
             order = ("base", "new") if r % 2 == 0 else ("new", "base")
             for name in order:
-                res = run_worker(trees[name], args.n, args.repeats)
+                data = ROOT / "data" / "lynx_hare.nc"
+                res = run_worker(trees[name], WORKER, args.n, args.repeats, data)
                 assert res["file"].startswith(str(trees[name])), res["file"]
                 results[name].append(res)
             print(f"round {r + 1}/{args.rounds} done ({time.perf_counter() - start:.0f} s)")
