@@ -97,6 +97,10 @@ def test_float32_sweep_runs_in_float32():
     assert int((out.status != 0).sum()) == 0
 
 
+def _n_setups(setup_module) -> int:
+    return sum(len(part.setups) for part in setup_module._PARTS.values())
+
+
 def test_repeated_sweep_reuses_its_setup_and_stays_exact(caplog, monkeypatch):
     # The second call hits the setup cache (nothing prepared again), yet gives the same
     # Dataset; a changed value (model, points, settings) is a new sweep.
@@ -104,13 +108,13 @@ def test_repeated_sweep_reuses_its_setup_and_stays_exact(caplog, monkeypatch):
 
     kw = dict(t0=0.0, t1=0.5, rtol=1e-8, atol=1e-8)
     spec = ds.ZipSweep({"rho": [5.0, 10.0, 15.0], "beta": [1.0, 2.0, 3.0]})
-    _setup._SETUPS.clear()
+    _setup._PARTS.clear()
     first = ds.sweep(MODEL, spec, **kw)
     # A caller writing into its result must not reach the cached template.
     first["rho"].values[:] = -1.0
     first.attrs["engine"] = "edited"
     again = ds.sweep(MODEL, ds.ZipSweep({"rho": [5.0, 10.0, 15.0], "beta": [1.0, 2.0, 3.0]}), **kw)
-    assert len(_setup._SETUPS) == 1
+    assert _n_setups(_setup) == 1
     np.testing.assert_array_equal(again.rho, [5.0, 10.0, 15.0])
     assert again.attrs["engine"] == "ensemble"
     np.testing.assert_array_equal(again.x, ds.sweep(MODEL, spec, **kw).x)
@@ -120,7 +124,9 @@ def test_repeated_sweep_reuses_its_setup_and_stays_exact(caplog, monkeypatch):
         ds.sweep(MODEL, ds.ZipSweep({"rho": [5.0, 10.0, 16.0], "beta": [1.0, 2.0, 3.0]}), **kw),
         ds.sweep(MODEL, spec, **{**kw, "rtol": 1e-7}),
     ]
-    assert len(_setup._SETUPS) == 4
+    assert _n_setups(_setup) == 4
+    # New points of the same model and settings share what was derived from those.
+    assert len(_setup._PARTS) == 3
     hashes = {out.attrs["sweep_hash"] for out in [again, *changed]}
     assert len(hashes) == 4
     alone = ds.simulate(MODEL.replace(sigma=11.0, rho=15.0, beta=3.0), t0=0.0, t1=0.5,

@@ -152,8 +152,9 @@ def test_sweep_really_was_sharded(sweeps):
     # Several chunks went in and came out, each spread over all 8 devices.
     assert len(all_devices["in"]) >= 2 and set(all_devices["in"]) == {8}
     assert len(all_devices["out"]) >= 2 and set(all_devices["out"]) == {8}
-    assert set(many["first"]["in"]) == {1} and set(many["first"]["out"]) == {1}
-    assert set(single["all"]["in"]) == {1}
+    # On one device the points go in as host arrays (jit places them): none on 8 devices.
+    assert set(many["first"]["in"]) <= {1} and set(many["first"]["out"]) == {1}
+    assert set(single["all"]["in"]) <= {1} and set(single["all"]["out"]) == {1}
 
 
 def test_sharded_equals_single_device(sweeps):

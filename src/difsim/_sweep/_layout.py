@@ -111,7 +111,7 @@ def settings(model, spec, times: SweepTimes, solver: SolverChoice, plan, dtype) 
         "model": f"{cls.__module__}.{cls.__qualname__}",
         "parameters": ", ".join(f"{k}={value_text(v)}" for k, v in params.items()),
         "state": ", ".join(f"{k}={value_text(v)}" for k, v in state.items()),
-        "sweep": f"{spec!r} points sha256:{spec.fingerprint(dtype)[:16]}",
+        "sweep": points_setting(spec, dtype),
         "time": described,
         "solver": (
             f"{solver.solver!r}, controller={solver.controller!r}, rtol={solver.rtol!r}, "
@@ -124,6 +124,12 @@ def settings(model, spec, times: SweepTimes, solver: SolverChoice, plan, dtype) 
         "versions": f"difsim {difsim_version()}, jax {jax.__version__}, "
         f"diffrax {diffrax.__version__}",
     }
+
+
+def points_setting(spec, dtype) -> str:
+    """The `"sweep"` entry of [`settings`][]: the spec and a hash of its points in `dtype`
+    (the one entry that depends on the points' values rather than only on their keys)."""
+    return f"{spec!r} points sha256:{spec.fingerprint(dtype)[:16]}"
 
 
 def default_controller(solver: Any, controller: Any) -> Any:
@@ -144,7 +150,7 @@ def build_layout(
     """The [`OutputLayout`][] of a sweep of `model` over `spec` keeping `outputs` (planned
     by `plan`), at `times`, in `dtype`, with global attributes `attrs`."""
     cls = type(model)
-    coords = _spec_coords(model, spec, dtype)
+    coords = spec_coords(model, spec, dtype)
     tail_dims = {d for o in outputs for d in o.dims}
     if plan.mode == "trajectory":
         if times.ts is None:
@@ -176,7 +182,7 @@ def build_layout(
     return OutputLayout(spec.dims, spec.shape, coords, variables, attrs)
 
 
-def _spec_coords(model, spec, dtype) -> dict[str, tuple[tuple[str, ...], np.ndarray, dict]]:
+def spec_coords(model, spec, dtype) -> dict[str, tuple[tuple[str, ...], np.ndarray, dict]]:
     """The spec's coordinates, with units and long names from the model."""
     cls = type(model)
     state_info = dict(model.initial_state().info)
@@ -210,11 +216,8 @@ def sweep_attrs(
     if title:
         attrs["title"] = title
     attrs.update(_fixed_values(model, spec))
-    description = spec.describe()
+    attrs.update(spec_attrs(spec))
     attrs.update(
-        sweep_kind=spec.kind,
-        sweep_keys=" ".join(spec.keys),
-        sweep_size=spec.size,
         t0=times.t0,
         t1=times.t1,
         time_units=time_attrs(cls.time_units)["units"],
@@ -225,10 +228,18 @@ def sweep_attrs(
         keep=plan.describe(),
         dtype=str(dtype),
     )
-    if "seed" in description:
-        attrs["seed"] = description["seed"]
     attrs.update(extra)
     return {k: v for k, v in attrs.items() if attr_value(v) is not None}
+
+
+def spec_attrs(spec) -> dict[str, Any]:
+    """The global attributes of [`sweep_attrs`][] that depend on the spec's kind and size
+    rather than only on its keys."""
+    attrs = dict(sweep_kind=spec.kind, sweep_keys=" ".join(spec.keys), sweep_size=spec.size)
+    description = spec.describe()
+    if "seed" in description:
+        attrs["seed"] = description["seed"]
+    return attrs
 
 
 def _fixed_values(model, spec) -> dict[str, Any]:

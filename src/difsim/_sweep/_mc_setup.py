@@ -14,10 +14,10 @@ import xarray as xr
 from difsim._core import Model, SaveSpec
 from difsim._sweep._chunking import bytes_per_trajectory
 from difsim._sweep._layout import (
-    _spec_coords as spec_coords,
     count_attrs,
     settings,
     settings_hash,
+    spec_coords,
     sweep_attrs,
 )
 from difsim._sweep._observables import _var_dims as var_dims

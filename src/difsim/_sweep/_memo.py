@@ -9,6 +9,7 @@ Inputs of a kind it does not know are refused (`Unkeyable`) and simply not cache
 """
 
 import hashlib
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from pathlib import PurePath
@@ -48,12 +49,7 @@ def freeze(value: Any) -> Hashable:
         digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).digest()
         return ("array", array.dtype.str, array.shape, digest)
     if isinstance(value, eqx.Module):
-        leaves, treedef = jax.tree.flatten(value)
-        try:
-            hash(treedef)
-        except TypeError as e:
-            raise Unkeyable(f"a {type(value).__name__} with an unhashable field") from e
-        return ("module", treedef, tuple(freeze(leaf) for leaf in leaves))
+        return _module_key(value)
     if isinstance(value, list | tuple):
         return (type(value).__name__, tuple(freeze(v) for v in value))
     if isinstance(value, Mapping):
@@ -61,6 +57,37 @@ def freeze(value: Any) -> Hashable:
     if isinstance(value, PurePath):
         return ("path", str(value))
     raise Unkeyable(f"no content key for a {type(value).__name__}")
+
+
+# Keys of modules whose leaves cannot change (JAX arrays, scalars), by identity: a model
+# passed again (an outer loop, a notebook cell run twice) is not hashed again.
+_MODULE_KEYS: dict[int, tuple[weakref.ref, Hashable]] = {}
+_IMMUTABLE = (jax.Array, *_SCALARS)
+
+
+def _module_key(module: eqx.Module) -> Hashable:
+    entry = _MODULE_KEYS.get(id(module))
+    if entry is not None and entry[0]() is module:
+        return entry[1]
+    leaves, treedef = jax.tree.flatten(module)
+    try:
+        hash(treedef)
+    except TypeError as e:
+        raise Unkeyable(f"a {type(module).__name__} with an unhashable field") from e
+    key = ("module", treedef, tuple(freeze(leaf) for leaf in leaves))
+    # A NumPy array leaf could be written into in place: such modules are hashed each time.
+    if all(isinstance(leaf, _IMMUTABLE) for leaf in leaves):
+        ident = id(module)
+
+        def forget(ref: weakref.ref) -> None:  # the module is gone: so is its entry
+            if _MODULE_KEYS.get(ident, (None,))[0] is ref:
+                del _MODULE_KEYS[ident]
+
+        try:
+            _MODULE_KEYS[ident] = (weakref.ref(module, forget), key)
+        except TypeError:  # not weakly referenceable: not remembered
+            pass
+    return key
 
 
 class LRU(Generic[_V]):
@@ -86,6 +113,10 @@ class LRU(Generic[_V]):
 
     def clear(self) -> None:
         self._items.clear()
+
+    def values(self) -> list[_V]:
+        """The values held, least recently used first."""
+        return list(self._items.values())
 
     def __len__(self) -> int:
         return len(self._items)

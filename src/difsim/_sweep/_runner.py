@@ -122,6 +122,7 @@ def run_chunks(
     dtype = setup.dtype
     dtypes = {name: dt for name, (_, _, dt, _) in setup.layout.variables.items()}
     size = chunking.size
+    one_device = jax.process_count() == 1 and mesh.devices.size == 1
 
     def launch(i):
         n, start = chunking.length(i), chunking.start(i)
@@ -130,7 +131,10 @@ def run_chunks(
             pts = {
                 k: np.concatenate([v, np.repeat(v[-1:], size - n, axis=0)]) for k, v in pts.items()
             }
-        pts = {k: dist.to_global(v, batch) for k, v in pts.items()}
+        if not one_device:  # each process places its own shards, explicitly
+            pts = {k: dist.to_global(v, batch) for k, v in pts.items()}
+        # On one device, jit places the host arrays itself: ~0.2 ms less per call than
+        # building a global array first (a visible share of a 1e4-point sweep on a CPU).
         return run(model_dyn, save, pts, static)
 
     def fetch(i, out):
@@ -156,11 +160,11 @@ def run_chunks(
 def _placed(model: Model, spec: AbstractSweep, setup: SweepSetup, mesh: Mesh, progress: bool):
     """`(model_dyn, save, static, batch)`: the model's arrays and the save times
     replicated on every device of `mesh`, the compiled function's static argument and the
-    points' sharding. Made once per setup, mesh and `progress`: a repeated sweep (same
-    setup, so the same model values) reuses them."""
+    points' sharding. Made once per model, settings, mesh and `progress` (`setup.shared`):
+    a sweep of the same model over other points reuses them."""
     key = ("placed", mesh, spec.keys, progress)
-    if key in setup.memo:
-        return setup.memo[key]
+    if key in setup.shared:
+        return setup.shared[key]
     rep = NamedSharding(mesh, PartitionSpec())
     model_dyn, model_static = eqx.partition(model, eqx.is_array)
     place = lambda x: None if x is None else dist.to_global(np.asarray(x), rep)  # noqa: E731
@@ -175,5 +179,5 @@ def _placed(model: Model, spec: AbstractSweep, setup: SweepSetup, mesh: Mesh, pr
     )  # fmt: skip
     # jit hashes its static argument on every call: hash the fields once.
     object.__setattr__(static, "_hash", hash(static))
-    setup.memo[key] = model_dyn, save, static, dist.batch_sharding(mesh)
-    return setup.memo[key]
+    setup.shared[key] = model_dyn, save, static, dist.batch_sharding(mesh)
+    return setup.shared[key]

@@ -26,14 +26,18 @@ from difsim._core import (
     solver_settings,
 )
 from difsim._ensemble import unsupported
+from difsim._io import attr_value
 from difsim._sweep._chunking import bytes_per_trajectory
 from difsim._sweep._events import event_attrs, event_outputs
 from difsim._sweep._layout import (
     OutputLayout,
     build_layout,
     default_controller,
+    points_setting,
     settings,
     settings_hash,
+    spec_attrs,
+    spec_coords,
     sweep_attrs,
 )
 from difsim._sweep._memo import LRU, Unkeyable, freeze
@@ -59,8 +63,9 @@ class SweepSetup:
     the ensemble engine, or `None`) and `outputs` (the kept quantities).
 
     A setup is reused by every repeat of the same sweep (see [`prepare`][]): treat it as
-    read-only. `memo` holds what its runs derive from it once (inputs placed on the
-    devices, the Dataset's template).
+    read-only. `memo` holds what its runs derive from it once (the Dataset's template);
+    `shared`, what every sweep of the same model and settings over other points derives
+    alike (the model's arrays placed on the devices).
     """
 
     times: SweepTimes
@@ -75,6 +80,7 @@ class SweepSetup:
     fallback: str | None = None
     outputs: tuple = ()  # the kept quantities (`Output`s)
     memo: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    shared: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def sweep_hash(self) -> str:
@@ -103,20 +109,49 @@ class SweepSetup:
         return out
 
 
-# Setups of recent sweeps, keyed on everything `prepare` reads (values by content). Only
-# sweeps of up to CACHED_POINTS points are kept: for those the preparation is a visible
-# share of the run (a few % at 1e4–1e5 Lorenz points), beyond it is not, and the cache
-# would hold their coordinates.
-_SETUPS: LRU[SweepSetup] = LRU(8)
+@dataclasses.dataclass(frozen=True)
+class _ModelPart:
+    """What preparing a sweep derives from the model, the swept keys and the options — all
+    but the points' values: shared by the sweeps of one model over new values (an outer
+    loop, a notebook). `described` is [`settings`][] with the first spec's `"sweep"` entry
+    (the only one that depends on the values); `layout`, the first spec's layout, its
+    attributes without the caller's; `setups`, the recent setups of this part with the
+    points they were made for."""
+
+    times: SweepTimes
+    save: SaveSpec
+    solver: SolverChoice
+    dtype: np.dtype
+    plan: KeepPlan
+    outputs: tuple
+    engine: str
+    fallback: str | None
+    described: dict[str, str]
+    layout: OutputLayout
+    per_traj: int
+    memo: dict[Any, Any] = dataclasses.field(default_factory=dict)
+    setups: list[tuple[Hashable, dict[str, np.ndarray], SweepSetup]] = dataclasses.field(
+        default_factory=list
+    )
+
+
+# Parts of recent sweeps, keyed on everything they are derived from (values by content).
+# Setups are kept per part for sweeps of up to CACHED_POINTS points: for those the rest of
+# the preparation (layout, hash) is a visible share of the run (a few % at 1e4–1e5 Lorenz
+# points), beyond it is not, and the cache would hold their coordinates.
+_PARTS: LRU[_ModelPart] = LRU(8)
 CACHED_POINTS = 2**17
+_SETUPS_PER_PART = 8
 
 
 def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSetup:
     """Check `model`, `spec` and `options` against each other; nothing is compiled.
 
-    A repeat of a recent sweep — equal model (values included), points and settings —
-    gets the setup prepared the first time: the checks passed then, and every derived
-    value (layout, attributes, hash) would come out the same.
+    A sweep of a recent model (equal values) over the same keys with the same settings
+    reuses what was derived from those (checks passed, solver, kept quantities, engine); a
+    repeat over the same points, too, gets the whole setup prepared the first time (the
+    layout, attributes and hash would come out the same). What the machine has room for
+    is asked every time.
 
     **Raises:** `TypeError` for a `model` or `spec` of the wrong kind; `ValueError` naming
     the culprit for a key, time, solver or `keep` that does not fit.
@@ -128,46 +163,68 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
             "sweep expects a spec (ds.GridSweep, ds.ZipSweep or ds.RandomSweep), got "
             f"{type(spec).__name__}"
         )
-    key = _setup_key(model, spec, options) if spec.size <= CACHED_POINTS else None
-    setup, hit = _SETUPS.get(key, lambda: _prepare(model, spec, options))
-    if hit:  # what the machine has room for now, and this call's output and chunking
-        n_saved, dtype = setup.times.n_saved, setup.dtype
-        check_sweep_resources(model, spec, setup.outputs, n_saved, dtype, options)
-    if setup.fallback:
-        logger.info("sweep: the diffrax engine runs this sweep (%s)", setup.fallback)
+    part, _ = _PARTS.get(_part_key(model, spec, options), lambda: _model_part(model, spec, options))
+    # Before any point is drawn, hashed or allocated: refuse what cannot fit.
+    check_sweep_resources(model, spec, part.outputs, part.times.n_saved, part.dtype, options)
+    if part.fallback:
+        logger.info("sweep: the diffrax engine runs this sweep (%s)", part.fallback)
+    try:  # with the coordinates compared below: what `spec.fingerprint` hashes, and more
+        signature = (type(spec), spec.dims, spec.shape, repr(spec.describe()),
+                     freeze(options.attrs) if options.attrs else ())  # fmt: skip
+    except Unkeyable:
+        signature = None
+    if signature is None or spec.size > CACHED_POINTS:
+        return _setup(part, model, spec, options)
+    points = {k: v for k, (_, v, _) in spec.coords(np.float64).items()}
+    for i, (seen, values, setup) in enumerate(part.setups):
+        if seen == signature and _same_points(values, points):
+            part.setups.append(part.setups.pop(i))  # the most recent last
+            return setup
+    setup = _setup(part, model, spec, options)
+    part.setups.append((signature, points, setup))
+    del part.setups[:-_SETUPS_PER_PART]
     return setup
 
 
+def _same_points(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    """Whether two specs' coordinates are bitwise equal (comparing costs a fraction of
+    hashing them)."""
+    return a.keys() == b.keys() and all(
+        a[k].shape == b[k].shape and bool((_bits(a[k]) == _bits(b[k])).all()) for k in a
+    )
+
+
+def _bits(values: np.ndarray) -> np.ndarray:
+    """float64 `values` as their bit patterns (so -0.0 differs from 0.0)."""
+    return np.ascontiguousarray(values).view(np.int64)
+
+
 # Options that do not shape a setup (where results go, how they are chunked, run and
-# shown); every other option is part of the cache key, new ones included.
+# shown); every other option is part of the cache key, new ones included. `attrs` only
+# reach the Dataset's attributes: a part is shared by sweeps that set other ones.
 _RUNTIME_OPTIONS = frozenset(
     {"chunk_size", "memory_budget", "devices", "output", "store", "resume", "overwrite",
-     "progress", "on_chunk"}
+     "progress", "on_chunk", "attrs"}
 )  # fmt: skip
 
 
-def _setup_key(model: Model, spec: AbstractSweep, options: SweepOptions) -> Hashable | None:
-    """What [`prepare`][] reads, as a content key; `None` (do not cache) if some input has
-    none. The precision switch is in it: it decides the run's dtype."""
+def _part_key(model: Model, spec: AbstractSweep, options: SweepOptions) -> Hashable | None:
+    """What [`_model_part`][] reads, as a content key; `None` (do not cache) if some input
+    has none. The precision switch is in it: it decides the run's dtype."""
     given = {
         f.name: getattr(options, f.name)
         for f in dataclasses.fields(options)
         if f.name not in _RUNTIME_OPTIONS
     }
     try:
-        return (
-            freeze(model),
-            (type(spec), repr(spec), spec.dims, spec.shape, spec.fingerprint(np.float64)),
-            freeze(spec.describe()),
-            freeze(given),
-            bool(jax.config.jax_enable_x64),
-        )
+        keys = (type(spec), spec.keys)
+        return (freeze(model), keys, freeze(given), bool(jax.config.jax_enable_x64))
     except Unkeyable:
         return None
 
 
-def _prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSetup:
-    """[`prepare`][] itself, uncached."""
+def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _ModelPart:
+    """Everything [`prepare`][] derives from `model`, `spec`'s keys and `options`."""
     spec.check(model)
     save = SaveSpec(t0=options.t0, t1=options.t1, save=options.save)  # every time check
     times = SweepTimes(
@@ -189,9 +246,7 @@ def _prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepS
         dtype = np.dtype(jnp.result_type(float))
     plan = plan_keep(options.keep, type(model), state, times.n_saved, times.save_text)
     # A model with events keeps each trajectory's event record too (`_events`).
-    outputs = plan.outputs(model, times.n_saved, dtype) + event_outputs(model, dtype)
-    # Before any point is drawn, hashed or allocated: refuse what cannot fit.
-    check_sweep_resources(model, spec, outputs, times.n_saved, dtype, options)
+    outputs = tuple(plan.outputs(model, times.n_saved, dtype) + event_outputs(model, dtype))
     if model.is_stochastic():  # the ensemble engine integrates ODEs: it would drop the noise
         engine, fallback = stochastic_engine(options.engine)
     else:
@@ -202,27 +257,34 @@ def _prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepS
     events = event_attrs(model)
     if events:  # the record's names and room are part of the result
         described["events"] = f"{events['events']}, max_events={events['max_events']}"
-    attrs = sweep_attrs(model, spec, times, solver, plan, dtype, {**events, **options.attrs})
-    attrs["engine"] = engine
-    if fallback:
-        attrs["engine_fallback"] = fallback
+    per_traj = bytes_per_trajectory(model, list(outputs), times.n_saved, dtype)
+    attrs = sweep_attrs(model, spec, times, solver, plan, dtype, events)
+    layout = build_layout(model, spec, list(outputs), plan, times, dtype, attrs)
+    return _ModelPart(
+        times, save, solver, dtype, plan, outputs, engine, fallback, described, layout, per_traj
+    )
+
+
+def _setup(part: _ModelPart, model: Model, spec: AbstractSweep, options) -> SweepSetup:
+    """The [`SweepSetup`][] of `part` over `spec`'s points: their hash, coordinates and
+    attributes (the rest of the layout depends on the keys only: the part's)."""
+    described = {**part.described, "sweep": points_setting(spec, part.dtype)}
+    # In place of the first spec's values (the keys, so the attributes present, are the same).
+    attrs = {**part.layout.attrs, **spec_attrs(spec), **options.attrs}
+    attrs = {k: v for k, v in attrs.items() if attr_value(v) is not None}
+    attrs["engine"] = part.engine
+    if part.fallback:
+        attrs["engine_fallback"] = part.fallback
     attrs["sweep_hash"] = settings_hash(described)
     attrs["sweep_settings"] = json.dumps(described, sort_keys=True)
-    layout = build_layout(model, spec, outputs, plan, times, dtype, attrs)
-    per_traj = bytes_per_trajectory(model, outputs, times.n_saved, dtype)
-    return SweepSetup(
-        times,
-        save,
-        solver,
-        dtype,
-        plan,
-        layout,
-        described,
-        per_traj,
-        engine,
-        fallback,
-        tuple(outputs),
+    coords = {**part.layout.coords, **spec_coords(model, spec, part.dtype)}
+    layout = dataclasses.replace(
+        part.layout, dims=spec.dims, shape=spec.shape, coords=coords, attrs=attrs
     )
+    return SweepSetup(
+        part.times, part.save, part.solver, part.dtype, part.plan, layout, described,
+        part.per_traj, part.engine, part.fallback, part.outputs, shared=part.memo,
+    )  # fmt: skip
 
 
 def choose_engine(
