@@ -10,6 +10,9 @@ TARGET_OVERHEAD = 1.05  # ds.sweep (auto) vs the engine called directly
 TARGET_GRAD = 3.0  # a sweep loss's gradient vs its forward
 VMAP, ENGINE, AUTO = "d diffrax vmap", "a engine", "b sweep auto"
 ENGINE_ARG = "a2 engine, model as argument"
+# (a2) returning each lane's status and step count too, as a sweep does: the like-for-like
+# reference of the overhead target.
+ENGINE_STATUS = "a3 engine, model as argument, statuses"
 
 
 def render_header(report: dict) -> str:
@@ -175,7 +178,7 @@ def summary(report: dict) -> str:
             s = r["scipy"]["extrapolated_cpu_s"] / cpu[fast]["median"]
             lines.append(f"N = {n:,}: {fast} vs scipy {s:,.0f}x (target >= "
                          f"{TARGET_SCIPY:.0f}x) {_verdict(s >= TARGET_SCIPY)}")  # fmt: skip
-        for ref in (ENGINE, ENGINE_ARG):
+        for ref in (ENGINE, ENGINE_ARG, ENGINE_STATUS):
             if AUTO in cpu and ref in cpu:
                 o = cpu[AUTO]["median"] / cpu[ref]["median"]
                 lines.append(f"N = {n:,}: sweep auto / {ref} = {o:.3f} (target <= "

@@ -63,6 +63,7 @@ from _ensemble_problems import (  # noqa: E402
     chunked_fn,
     engine_arg_fn,
     engine_fn,
+    engine_status_fn,
     errors,
     reference,
     scipy_loop,
@@ -83,6 +84,7 @@ def contenders(problem: Problem, chunk: int, which: str) -> dict:
     table = {
         "a engine": lambda: engine_fn(problem),
         "a2 engine, model as argument": lambda: engine_arg_fn(problem),
+        "a3 engine, model as argument, statuses": lambda: engine_status_fn(problem),
         "b sweep auto": lambda: sweep_fn(problem, "auto"),
         "c sweep diffrax": lambda: sweep_fn(problem, "diffrax"),
         "d diffrax vmap": lambda: vmap_fn(problem),
