@@ -3,6 +3,7 @@ before a single trajectory runs (what is kept, the Dataset's layout, the setting
 memory of one trajectory)."""
 
 import dataclasses
+import functools
 import json
 import logging
 from collections.abc import Hashable
@@ -100,12 +101,12 @@ class SweepSetup:
                 for name, (_, tail, dtype, _) in self.layout.variables.items()
             }
             template = self.memo["dataset"] = self.layout.to_dataset(empty)
+            self.memo["plain coords"] = [n for n in template.coords if n not in template.xindexes]
         shapes = {k: template.variables[k].shape for k in arrays}
         out = template.copy(deep=False, data={k: v.reshape(shapes[k]) for k, v in arrays.items()})
-        for name in out.coords:
-            if name not in out.xindexes:
-                variable = out.variables[name]
-                variable.data = variable.values.copy()
+        for name in self.memo["plain coords"]:
+            variable = out.variables[name]
+            variable.data = variable.values.copy()
         return out
 
 
@@ -211,16 +212,25 @@ _RUNTIME_OPTIONS = frozenset(
 def _part_key(model: Model, spec: AbstractSweep, options: SweepOptions) -> Hashable | None:
     """What [`_model_part`][] reads, as a content key; `None` (do not cache) if some input
     has none. The precision switch is in it: it decides the run's dtype."""
-    given = {
-        f.name: getattr(options, f.name)
-        for f in dataclasses.fields(options)
-        if f.name not in _RUNTIME_OPTIONS
-    }
+    given = tuple(getattr(options, name) for name in _shaping_options())
     try:
+        # Plain scalars (names, numbers, None: the usual settings) are keyed with their types
+        # directly; anything else by its contents.
+        plain = all(isinstance(v, _PLAIN) for v in given)
+        settings_key = (given, tuple(map(type, given))) if plain else freeze(given)
         keys = (type(spec), spec.keys)
-        return (freeze(model), keys, freeze(given), bool(jax.config.jax_enable_x64))
+        return (freeze(model), keys, settings_key, bool(jax.config.jax_enable_x64))
     except Unkeyable:
         return None
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+@functools.cache
+def _shaping_options() -> tuple[str, ...]:
+    """The names of the options that shape a setup (all but `_RUNTIME_OPTIONS`)."""
+    return tuple(f.name for f in dataclasses.fields(SweepOptions) if f.name not in _RUNTIME_OPTIONS)
 
 
 def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _ModelPart:
