@@ -98,8 +98,12 @@ def value_text(value: Any) -> str:
     return f"array{array.shape} {array.dtype} sha256:{digest[:16]}"
 
 
-def settings(model, spec, times: SweepTimes, solver: SolverChoice, plan, dtype) -> dict[str, str]:
-    """Everything that determines the results, as text (hashed; shown when they differ)."""
+def settings(
+    model, spec, times: SweepTimes, solver: SolverChoice, plan, dtype, points: bool = True
+) -> dict[str, str]:
+    """Everything that determines the results, as text (hashed; shown when they differ).
+    `points=False` leaves the `"sweep"` entry empty, to be filled in by [`points_setting`][]:
+    nothing else looks at the points (which a random spec would draw)."""
     cls = type(model)
     swept = set(spec.keys)
     params = {k: getattr(model, k) for k in cls.parameter_names() if k not in swept}
@@ -111,7 +115,7 @@ def settings(model, spec, times: SweepTimes, solver: SolverChoice, plan, dtype) 
         "model": f"{cls.__module__}.{cls.__qualname__}",
         "parameters": ", ".join(f"{k}={value_text(v)}" for k, v in params.items()),
         "state": ", ".join(f"{k}={value_text(v)}" for k, v in state.items()),
-        "sweep": points_setting(spec, dtype),
+        "sweep": points_setting(spec, dtype) if points else "",
         "time": described,
         "solver": (
             f"{solver.solver!r}, controller={solver.controller!r}, rtol={solver.rtol!r}, "
@@ -144,13 +148,15 @@ def settings_hash(settings: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 
-def build_layout(
-    model, spec, outputs, plan, times: SweepTimes, dtype, attrs: dict[str, Any]
+def base_layout(
+    model, keys, outputs, plan, times: SweepTimes, dtype, attrs: dict[str, Any]
 ) -> OutputLayout:
-    """The [`OutputLayout`][] of a sweep of `model` over `spec` keeping `outputs` (planned
-    by `plan`), at `times`, in `dtype`, with global attributes `attrs`."""
+    """The [`OutputLayout`][] of a sweep of `model` over the keys `keys` keeping `outputs`
+    (planned by `plan`), at `times`, in `dtype`, with global attributes `attrs`, but the
+    spec's own dimensions and coordinates (see [`with_points`][]): all that the points'
+    values do not change."""
     cls = type(model)
-    coords = spec_coords(model, spec, dtype)
+    coords = {}
     tail_dims = {d for o in outputs for d in o.dims}
     if plan.mode == "trajectory":
         if times.ts is None:
@@ -161,7 +167,7 @@ def build_layout(
         coords["time"] = (("time",), values, time_attrs(cls.time_units))
     grid_attrs = coord_attrs(model)
     for dim, values in model.coords().items():
-        if dim in tail_dims and dim not in coords:
+        if dim in tail_dims and dim not in coords and dim not in keys:
             meta = grid_attrs.get(dim, {"long_name": dim, "units": "1"})
             coords[dim] = ((dim,), np.asarray(values), meta)
     variables = {o.name: (o.dims, o.shape, np.dtype(o.dtype), dict(o.attrs)) for o in outputs}
@@ -173,13 +179,23 @@ def build_layout(
     steps = jax.eval_shape(lambda: jnp.zeros((), jnp.result_type(int))).dtype
     steps_attrs = {"long_name": "number of solver steps", "units": "1"}
     variables["num_steps"] = ((), (), np.dtype(steps), steps_attrs)
-    clash = set(coords) & set(variables)
+    clash = (set(coords) | set(keys)) & set(variables)
     if clash:
         raise ValueError(
             f"sweep: {sorted(clash)[0]!r} would be both a coordinate and a kept variable; "
             "rename the sweep dimension (dim=...) or keep observables instead"
         )
-    return OutputLayout(spec.dims, spec.shape, coords, variables, attrs)
+    return OutputLayout((), (), coords, variables, attrs)
+
+
+def with_points(
+    base: OutputLayout, model, spec, dtype, attrs: dict[str, Any] | None = None
+) -> OutputLayout:
+    """`base` (from [`base_layout`][] with `spec`'s keys) with `spec`'s dimensions and
+    coordinates (first, in key order) and, where given, other global attributes."""
+    coords = {**spec_coords(model, spec, dtype), **base.coords}
+    attrs = base.attrs if attrs is None else attrs
+    return dataclasses.replace(base, dims=spec.dims, shape=spec.shape, coords=coords, attrs=attrs)
 
 
 def spec_coords(model, spec, dtype) -> dict[str, tuple[tuple[str, ...], np.ndarray, dict]]:

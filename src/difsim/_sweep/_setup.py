@@ -32,14 +32,14 @@ from difsim._sweep._chunking import bytes_per_trajectory
 from difsim._sweep._events import event_attrs, event_outputs
 from difsim._sweep._layout import (
     OutputLayout,
-    build_layout,
+    base_layout,
     default_controller,
     points_setting,
     settings,
     settings_hash,
     spec_attrs,
-    spec_coords,
     sweep_attrs,
+    with_points,
 )
 from difsim._sweep._memo import LRU, Unkeyable, freeze
 from difsim._sweep._observables import KeepPlan, plan_keep
@@ -113,11 +113,12 @@ class SweepSetup:
 @dataclasses.dataclass(frozen=True)
 class _ModelPart:
     """What preparing a sweep derives from the model, the swept keys and the options — all
-    but the points' values: shared by the sweeps of one model over new values (an outer
-    loop, a notebook). `described` is [`settings`][] with the first spec's `"sweep"` entry
-    (the only one that depends on the values); `layout`, the first spec's layout, its
-    attributes without the caller's; `setups`, the recent setups of this part with the
-    points they were made for."""
+    but the points' values, which it never looks at: shared by the sweeps of one model over
+    new values (an outer loop, a notebook). `described` is [`settings`][] with an empty
+    `"sweep"` entry (the only one that depends on the values); `layout`, the layout but
+    the spec's dimensions and coordinates, with the first spec's attributes (not the
+    caller's); `setups`, the recent setups of this part with the points they were made
+    for."""
 
     times: SweepTimes
     save: SaveSpec
@@ -263,13 +264,15 @@ def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _Mo
         engine, fallback = choose_engine(options.engine, solver.settings, model)
     # The engine is part of the result's identity: the two round differently, and a resumed
     # sweep must not mix their chunks.
-    described = {**settings(model, spec, times, solver, plan, dtype), "engine": engine}
+    # Nothing here looks at the points' values: a random spec has not drawn them yet, and
+    # what the machine has room for is checked first (`prepare`).
+    described = {**settings(model, spec, times, solver, plan, dtype, False), "engine": engine}
     events = event_attrs(model)
     if events:  # the record's names and room are part of the result
         described["events"] = f"{events['events']}, max_events={events['max_events']}"
     per_traj = bytes_per_trajectory(model, list(outputs), times.n_saved, dtype)
     attrs = sweep_attrs(model, spec, times, solver, plan, dtype, events)
-    layout = build_layout(model, spec, list(outputs), plan, times, dtype, attrs)
+    layout = base_layout(model, spec.keys, list(outputs), plan, times, dtype, attrs)
     return _ModelPart(
         times, save, solver, dtype, plan, outputs, engine, fallback, described, layout, per_traj
     )
@@ -287,10 +290,7 @@ def _setup(part: _ModelPart, model: Model, spec: AbstractSweep, options) -> Swee
         attrs["engine_fallback"] = part.fallback
     attrs["sweep_hash"] = settings_hash(described)
     attrs["sweep_settings"] = json.dumps(described, sort_keys=True)
-    coords = {**part.layout.coords, **spec_coords(model, spec, part.dtype)}
-    layout = dataclasses.replace(
-        part.layout, dims=spec.dims, shape=spec.shape, coords=coords, attrs=attrs
-    )
+    layout = with_points(part.layout, model, spec, part.dtype, attrs)
     return SweepSetup(
         part.times, part.save, part.solver, part.dtype, part.plan, layout, described,
         part.per_traj, part.engine, part.fallback, part.outputs, shared=part.memo,
