@@ -18,6 +18,7 @@ from difsim._app._cli import main
 from difsim._config._load import load_config
 from difsim._config._schema import ConfigError
 from difsim._sweep import run_sweep
+from tests.test_cf import cf_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 G, V_REST, T_MAX = 9.81, 0.01, 5.0
@@ -54,7 +55,7 @@ def _as_netcdf_reads(dataset: xr.Dataset) -> xr.Dataset:
     and one of length 1 reads back as a scalar (the model's one event: `flag_values`)."""
     out = dataset.copy()
     for var in out.variables.values():
-        var.attrs = {k: v[0] if isinstance(v, list) and len(v) == 1 else v
+        var.attrs = {k: v[0] if isinstance(v, list | np.ndarray) and len(v) == 1 else v
                      for k, v in var.attrs.items()}  # fmt: skip
     return out
 
@@ -122,7 +123,12 @@ def test_the_record_does_not_depend_on_the_chunk_size(memory):
 
 
 def test_the_file_holds_the_in_memory_record(memory, on_disk):
-    xr.testing.assert_identical(_load(on_disk), _as_netcdf_reads(memory))
+    back = _load(on_disk)
+    xr.testing.assert_identical(back, _as_netcdf_reads(memory))
+    # CF: flag_values of the flag variable's own type, in memory and in the file.
+    assert cf_problems(back) == [] and cf_problems(memory) == []
+    for name in ("status", "event_type"):
+        assert np.asarray(back[name].flag_values).dtype == back[name].dtype == np.int32, name
 
 
 def test_a_resumed_sweep_writes_the_same_file(tmp_path, on_disk):
