@@ -142,6 +142,7 @@ class SweepSpec:
     memory_budget: str | int | None = None
     dim: str | None = None
     engine: str = "auto"
+    max_events: int | None = None
     spec: AbstractSweep | None = dataclasses.field(compare=False, repr=False, kw_only=True)
     budget: int | None = dataclasses.field(default=None, compare=False, kw_only=True)
     monte_carlo: bool = dataclasses.field(default=False, compare=False, kw_only=True)
@@ -166,6 +167,7 @@ class SweepSpec:
             "memory_budget": self.memory_budget,
             "dim": self.dim,
             "engine": None if self.engine == "auto" else self.engine,
+            "max_events": self.max_events,
         }
         return {**{k: v for k, v in settings.items() if v is not None}, **self.entries}
 
