@@ -5,10 +5,10 @@ history's timestamp follows SOURCE_DATE_EPOCH, and a resumed sweep keeps its fir
 import datetime
 import re
 
+import cf_xarray  # noqa: F401  (the `.cf` accessor)
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import cf_xarray  # noqa: F401  (the `.cf` accessor)
 import xarray as xr
 
 import difsim as ds

@@ -269,8 +269,8 @@ def test_max_events_of_a_model_without_events_is_refused():
                     overrides={"sweep.max_events": 5})  # fmt: skip
     assert info.value.key == "sweep.max_events"
     with pytest.raises(ConfigError) as info:
-        load_config(ROOT / "experiments" / "bouncing_ball.toml",
-                    overrides={"time.save": "final", "sweep.e": [0.5], "sweep.max_events": 0})  # fmt: skip
+        overrides = {"time.save": "final", "sweep.e": [0.5], "sweep.max_events": 0}
+        load_config(ROOT / "experiments" / "bouncing_ball.toml", overrides=overrides)
     assert info.value.key == "sweep.max_events"
 
 
