@@ -5,6 +5,7 @@ history's timestamp follows SOURCE_DATE_EPOCH, and a resumed sweep keeps its fir
 import datetime
 import re
 
+import cf_xarray  # noqa: F401  (the `.cf` accessor)
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -23,7 +24,8 @@ STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 def cf_problems(dataset: xr.Dataset) -> list[str]:
     """What keeps `dataset` from our CF rules: global attributes, and valid units on every
     numeric variable and coordinate (flag variables excepted; entries over `parameter`
-    may carry their units in the `parameter_units` coordinate instead)."""
+    may carry their units in the `parameter_units` coordinate instead); flag variables
+    whose `flag_values` have the variable's own type (CF 2.5) and one meaning each."""
     problems = []
     attrs = dataset.attrs
     if attrs.get("Conventions") != "CF-1.11":
@@ -34,7 +36,10 @@ def cf_problems(dataset: xr.Dataset) -> list[str]:
         if f"{package} " not in str(attrs.get("source", "")):
             problems.append(f"source lacks {package}: {attrs.get('source')!r}")
     for name, da in dataset.variables.items():
-        if not np.issubdtype(da.dtype, np.number) or "flag_values" in da.attrs:
+        if "flag_values" in da.attrs:
+            problems += _flag_problems(name, dataset[name])
+            continue
+        if not np.issubdtype(da.dtype, np.number):
             continue
         if "units" not in da.attrs and "parameter" in da.dims and "parameter_units" in dataset:
             per_entry = [unit_problem(str(u)) for u in dataset["parameter_units"].values]
@@ -42,6 +47,17 @@ def cf_problems(dataset: xr.Dataset) -> list[str]:
             continue
         if (why := unit_problem(da.attrs.get("units"))) is not None:
             problems.append(f"{name}: {why}")
+    return problems
+
+
+def _flag_problems(name: str, da: xr.DataArray) -> list[str]:
+    values = np.asarray(da.attrs["flag_values"])
+    problems = []
+    if values.dtype != da.dtype:
+        problems.append(f"{name}: flag_values are {values.dtype}, the variable {da.dtype}")
+    # (cf-xarray's `flags` fails on a one-value flag_values, read back as a scalar.)
+    if not da.cf.is_flag_variable or len(da.attrs["flag_meanings"].split()) != values.size:
+        problems.append(f"{name}: flag_meanings do not name each of flag_values")
     return problems
 
 

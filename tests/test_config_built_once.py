@@ -10,8 +10,8 @@ from difsim._config import _solver as solver_module
 from difsim._config._load import load_config
 from difsim.models import MODELS
 
+from .config_helpers import BASE, ROOT, base_with as _with
 from .helpers import with_key
-from .test_config import BASE, ROOT, _with
 
 
 def test_a_checked_experiment_is_not_checked_again(monkeypatch):

@@ -278,14 +278,38 @@ def test_importing_difsim_leaves_jax_unstarted():
         "except ValueError as e:\n"
         "    print('ERROR', e)\n"
     )
+    out = _fresh_process(code)
+    assert "ERROR asked to join a multi-process run, but found no settings" in out
+    assert "DIFSIM_COORDINATOR" in out
+
+
+def test_checking_a_shipped_config_leaves_jax_unstarted():
+    # `difsim run` loads (and checks) its config before joining: building a stochastic
+    # model, the SDE save-time check and a fit's data check must all stay on the host.
+    configs = sorted(str(p) for p in (ROOT / "experiments").glob("*.toml"))
+    code = (
+        "import contextlib, io, sys\n"
+        "from jax._src import xla_bridge\n"
+        "from difsim._app._cli import main\n"
+        "for path in sys.argv[1:]:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        assert main(['check', path]) == 0, path\n"
+        "    assert not xla_bridge.backends_are_initialized(), f'checking {path} started JAX'\n"
+        "print('checked', len(sys.argv) - 1)\n"
+    )
+    assert len(configs) > 20 and f"checked {len(configs)}" in _fresh_process(code, *configs)
+
+
+def _fresh_process(code: str, *args: str) -> str:
+    """The stdout of `code` run in a new Python process (no launch settings in its
+    environment); fails the test if it fails."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "DIFSIM_", "OMPI"))}
     proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+        [sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "ERROR asked to join a multi-process run, but found no settings" in proc.stdout
-    assert "DIFSIM_COORDINATOR" in proc.stdout
+    return proc.stdout
 
 
 def test_joining_after_jax_started_explains(monkeypatch):

@@ -95,7 +95,8 @@ def test_to_xarray_labels_everything(sol):
     assert data["T"].attrs == dict(units="K", long_name="temperature")
     assert data["Q"].attrs == dict(units="K")
     assert int(data["status"]) == 0
-    assert data["status"].attrs["flag_values"] == [int(s) for s in ds.Status]
+    assert data["status"].attrs["flag_values"].tolist() == [int(s) for s in ds.Status]
+    assert data["status"].attrs["flag_values"].dtype == data["status"].dtype == np.int32
     assert data["status"].attrs["flag_meanings"].split()[:3] == ["success", "event", "max_steps"]
     assert int(data["num_steps"]) == int(sol.num_steps)
     attrs = data.attrs
@@ -170,6 +171,8 @@ def test_netcdf_round_trip(sol, tmp_path):
         assert back[name].attrs.keys() == data[name].attrs.keys(), name
     assert back["T"].attrs["units"] == "K" and back["T"].attrs["long_name"] == "temperature"
     assert list(back["status"].attrs["flag_values"]) == [int(s) for s in ds.Status]
+    # CF: flag_values of the variable's own type, also in the file (not int64).
+    assert back["status"].attrs["flag_values"].dtype == back["status"].dtype == np.int32
     for key in ("model", "solver", "title", "k", "k_units", "parameters", "difsim_version"):
         assert back.attrs[key] == data.attrs[key], key
 

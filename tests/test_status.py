@@ -95,7 +95,10 @@ def test_a_member_equals_its_integer_and_its_text_only():
 
 def test_flag_attributes_list_every_member():
     attrs = flag_attrs()
-    assert attrs["flag_values"] == list(range(len(Status)))
+    assert attrs["flag_values"].tolist() == list(range(len(Status)))
+    # Of the status variable's type (CF): int32, or whatever type is asked for.
+    assert attrs["flag_values"].dtype == np.int32
+    assert flag_attrs(np.int16)["flag_values"].dtype == np.int16
     assert attrs["flag_meanings"].split() == [s.name.lower() for s in Status]
 
 

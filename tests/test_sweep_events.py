@@ -18,6 +18,7 @@ from difsim._app._cli import main
 from difsim._config._load import load_config
 from difsim._config._schema import ConfigError
 from difsim._sweep import run_sweep
+from tests.test_cf import cf_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 G, V_REST, T_MAX = 9.81, 0.01, 5.0
@@ -54,7 +55,7 @@ def _as_netcdf_reads(dataset: xr.Dataset) -> xr.Dataset:
     and one of length 1 reads back as a scalar (the model's one event: `flag_values`)."""
     out = dataset.copy()
     for var in out.variables.values():
-        var.attrs = {k: v[0] if isinstance(v, list) and len(v) == 1 else v
+        var.attrs = {k: v[0] if isinstance(v, list | np.ndarray) and len(v) == 1 else v
                      for k, v in var.attrs.items()}  # fmt: skip
     return out
 
@@ -122,7 +123,12 @@ def test_the_record_does_not_depend_on_the_chunk_size(memory):
 
 
 def test_the_file_holds_the_in_memory_record(memory, on_disk):
-    xr.testing.assert_identical(_load(on_disk), _as_netcdf_reads(memory))
+    back = _load(on_disk)
+    xr.testing.assert_identical(back, _as_netcdf_reads(memory))
+    # CF: flag_values of the flag variable's own type, in memory and in the file.
+    assert cf_problems(back) == [] and cf_problems(memory) == []
+    for name in ("status", "event_type"):
+        assert np.asarray(back[name].flag_values).dtype == back[name].dtype == np.int32, name
 
 
 def test_a_resumed_sweep_writes_the_same_file(tmp_path, on_disk):
@@ -210,3 +216,109 @@ class Counted(ds.models.BouncingBall):
 def test_an_observable_named_like_the_record_is_refused():
     with pytest.raises(ValueError, match="two kept variables are called 'event_count'"):
         ds.sweep(Counted(), SPEC, keep=["event_count"], **KW)
+
+
+# ------------------------------------------------------------------ max_events
+CAP = 4  # below most lanes' landings (2 to 11): those end at their 5th, EVENT_LIMIT
+
+
+@pytest.fixture(scope="module")
+def capped():
+    return ds.sweep(ds.models.BouncingBall(), SPEC, max_events=CAP, **KW)
+
+
+def test_max_events_caps_each_record_as_simulate_does(memory, capped):
+    over = 0
+    for i, e in enumerate(E):
+        for j, h0 in enumerate(H0):
+            times, before, _ = bounces(e, h0)
+            lane, free = (d.isel(e=i, **{"state.h": j}) for d in (capped, memory))
+            n = min(len(times), CAP)
+            assert int(lane.event_count) == n, (e, h0)
+            np.testing.assert_allclose(lane.event_time[:n], times[:n], rtol=1e-9)
+            np.testing.assert_allclose(lane.v_before_event[:n], before[:n], rtol=1e-8)
+            if len(times) > CAP:  # stopped at the first landing over the cap, just before it
+                over += 1
+                assert ds.Status(int(lane.status)) == ds.Status.EVENT_LIMIT, (e, h0)
+                np.testing.assert_allclose(float(lane.t_end), times[CAP], rtol=1e-9)
+            else:  # as without the cap
+                assert int(lane.status) == int(free.status) and float(lane.t_end) == free.t_end
+    assert over == 7 and capped.sizes["event"] == CAP and capped.attrs["max_events"] == CAP
+    # Part of the result's identity: the settings (and their hash) hold the cap.
+    assert f"bounce, max_events={CAP}" in capped.attrs["sweep_settings"]
+    assert "bounce, max_events=100" in memory.attrs["sweep_settings"]
+    assert capped.attrs["sweep_hash"] != memory.attrs["sweep_hash"]
+
+
+@pytest.mark.parametrize(
+    "value, error, match",
+    [(0, ValueError, "max_events must be at least 1, got 0"),
+     (2.0, TypeError, "max_events must be a positive integer, got 2.0"),
+     (True, TypeError, "max_events must be a positive integer, got True")],
+)  # fmt: skip
+def test_max_events_is_checked(value, error, match):
+    with pytest.raises(error, match=match):
+        ds.sweep(ds.models.BouncingBall(), SPEC, max_events=value, **KW)
+
+
+def test_max_events_of_a_model_without_events_is_refused():
+    with pytest.raises(ValueError, match="max_events=5: Lorenz declares no events"):
+        ds.sweep(ds.models.Lorenz(), ds.GridSweep({"rho": [1.0]}), t0=0.0, t1=0.1, max_events=5)
+    with pytest.raises(ConfigError, match="Lorenz declares no events") as info:
+        load_config(ROOT / "experiments" / "lorenz_rho_sweep.toml",
+                    overrides={"sweep.max_events": 5})  # fmt: skip
+    assert info.value.key == "sweep.max_events"
+    with pytest.raises(ConfigError) as info:
+        overrides = {"time.save": "final", "sweep.e": [0.5], "sweep.max_events": 0}
+        load_config(ROOT / "experiments" / "bouncing_ball.toml", overrides=overrides)
+    assert info.value.key == "sweep.max_events"
+
+
+def test_a_config_sweeps_max_events(tmp_path, capped):
+    config = tmp_path / "capped.toml"
+    config.write_text(
+        textwrap.dedent(
+            f"""
+            [model]
+            name = "bouncing_ball"
+            [time]
+            t0 = 0.0
+            t1 = {T_MAX}
+            save = "final"
+            [solver]
+            name = "tsit5"
+            rtol = 1e-10
+            atol = 1e-10
+            dtype = "float64"
+            [sweep]
+            e = {E}
+            "state.h" = {H0}
+            chunk_size = 8
+            max_events = {CAP}
+            [output]
+            path = "capped.nc"
+            plot = false
+            """
+        )
+    )
+    assert load_config(config).sweep.max_events == CAP
+    assert f"max_events = {CAP}" in load_config(config).to_toml()
+    assert main(["run", "-q", str(config)]) == 0
+    data = _load(tmp_path / "capped.nc")
+    for name in (*RECORD, "status"):
+        xr.testing.assert_identical(data[name], _as_netcdf_reads(capped)[name])
+
+
+def test_resource_checks_count_the_capped_record(monkeypatch):
+    per_point = 2 * 8 + 12 + 5 * (8 + 4 + 4 * 8) + 4 + 8  # room for 5 events
+    monkeypatch.setenv("DIFSIM_MEMORY_LIMIT", "1MiB")
+    monkeypatch.setenv("DIFSIM_DISK_LIMIT", "1MiB")
+    spec = ds.GridSweep({"e": np.linspace(0.1, 0.9, 10_000)})
+    with pytest.raises(ds.ResourceError) as info:
+        ds.sweep(ds.models.BouncingBall(), spec, t0=0.0, t1=1.0, max_events=5)
+    assert info.value.key == "spec" and info.value.needed == 10_000 * per_point
+    overrides = {"time.save": "final", "sweep.e": {"linspace": [0.1, 0.9, 10_000]},
+                 "sweep.max_events": 5}  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        load_config(ROOT / "experiments" / "bouncing_ball.toml", overrides=overrides)
+    assert info.value.key == "sweep" and f"at least {per_point:,} bytes each" in str(info.value)

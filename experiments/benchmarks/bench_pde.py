@@ -60,11 +60,9 @@ python experiments/benchmarks/bench_pde.py --markdown runs/bench_pde.md --json r
 import argparse
 import dataclasses
 import json
-import math
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -79,26 +77,30 @@ import numpy as np  # noqa: E402
 from _common import (  # noqa: E402
     Stats,
     command_line,
-    interleaved,
     load_average,
     machine_info,
-    time_process,
     today,
     versions,
     write_reports,
 )
 from _pde_memory import bench_memory, grad_child  # noqa: E402
+from _pde_problems import (  # noqa: E402
+    GS_LENGTH,
+    KS_LENGTH,
+    KS_T1,
+    difsim_solve,
+    gs_model,
+    gs_params,
+    ks_model,
+    max_error,
+    steps_of,
+)
 from _pde_report import matched, render, summary  # noqa: E402
+from _pde_timing import fresh_run, rows_of, time_contenders  # noqa: E402
 from _pde_variants import PhysicalKS, raw_diffrax_ks  # noqa: E402
 from _report import render_header  # noqa: E402
 
-import difsim as ds  # noqa: E402
-
 IMPORT_S = time.perf_counter() - _START  # what a fresh difsim process spends on imports
-HERE = Path(__file__).resolve().parent
-KS_LENGTH = 32 * math.pi
-KS_T1 = 20.0
-GS_LENGTH = 2.5
 REF_FACTOR = 16  # the reference solve takes steps REF_FACTOR times smaller than the smallest
 VERSIONED = ("jax", "jaxlib", "diffrax", "equinox", "numpy", "exponax", "py-pde", "numba", "difsim")
 
@@ -137,108 +139,6 @@ def settings_from(args) -> Settings:
         rss_all=full,
         parts=args.parts,
     )
-
-
-# ------------------------------------------------------------------ difsim side
-def ks_model(n: int) -> ds.Model:
-    return ds.models.KuramotoSivashinsky(grid=ds.Grid.periodic(n, KS_LENGTH))
-
-
-def gs_model(n: int) -> ds.Model:
-    return ds.models.GrayScott(grid=ds.Grid.periodic((n, n), (GS_LENGTH, GS_LENGTH)))
-
-
-def gs_params(model) -> dict:
-    return {name: float(getattr(model, name)) for name in ("Du", "Dv", "F", "k")}
-
-
-def steps_of(t1: float, dt: float) -> int:
-    steps = round(t1 / dt)
-    if not math.isclose(steps * dt, t1):
-        raise ValueError(f"dt = {dt} does not divide t1 = {t1}")
-    return steps
-
-
-def difsim_solve(case: str, solver: str, dt: float, t1: float) -> Callable:
-    """`jax.jit` of the model → final field (KS: `u`; Gray–Scott: the stacked `(u, v)`)."""
-    max_steps = max(16_384, steps_of(t1, dt) + 1)
-    options = {} if solver == "default" else dict(solver=solver, controller="constant")
-
-    def solve(model):
-        sol = ds.simulate(model, t0=0.0, t1=t1, save="final", dt0=dt, max_steps=max_steps,
-                          **options)  # fmt: skip
-        final = sol.final
-        return final["u"] if case == "ks" else jnp.stack([final["u"], final["v"]])
-
-    return jax.jit(solve)
-
-
-# ------------------------------------------------------------------ measurements
-def max_error(result, ref, case: str) -> float:
-    result, ref = np.asarray(result), np.asarray(ref)
-    if case == "gs":  # the error of v
-        result, ref = result[1], ref[1]
-    return float(np.max(np.abs(result - ref)))
-
-
-def time_contenders(calls: dict[str, Callable], repeats: int) -> tuple[dict, dict, dict]:
-    """First call (caches cleared) and interleaved steady repeats of argument-less calls.
-
-    **Returns:** `(first_s, steady Stats, results)`.
-    """
-    first, results = {}, {}
-    for key, call in calls.items():
-        jax.clear_caches()  # each first call compiles from scratch
-        start = time.perf_counter()
-        results[key] = np.asarray(call())
-        first[key] = time.perf_counter() - start
-    for call in calls.values():  # clear_caches dropped the earlier executables: recompile
-        jax.block_until_ready(call())
-    wall, _ = interleaved(calls, (), repeats)
-    return first, {k: Stats(v) for k, v in wall.items()}, results
-
-
-def run_fresh(cmd: list[str], result: Path, timeout: float = 1800.0) -> dict:
-    """Launch `cmd`; wall seconds until `result` exists, and the child's own timings."""
-    out = time_process(cmd, cwd=HERE, watch=result, timeout=timeout)
-    if out["returncode"] != 0 or out["file_s"] is None:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({out['returncode']}):\n{out['stderr_tail']}")
-    own = json.loads(result.with_suffix(".json").read_text())
-    return dict(result_s=out["file_s"], exit_s=out["exit_s"], **own)
-
-
-def fresh_run(spec: dict, tmp: Path, initial: np.ndarray | None) -> tuple[dict, np.ndarray]:
-    """Run one library on one problem in a fresh process (see `_pde_refs.py`)."""
-    name = f"{spec['lib']}_{spec['case']}_{spec['n']}_{spec.get('solver', spec.get('scheme'))}"
-    name += f"_{spec['dt']}".replace(".", "p")
-    result = tmp / f"{name}.npy"
-    spec = dict(spec, result=str(result))
-    if initial is not None:
-        np.save(tmp / f"{name}_y0.npy", initial)
-        spec["initial"] = str(tmp / f"{name}_y0.npy")
-    spec_path = tmp / f"{name}.spec.json"
-    spec_path.write_text(json.dumps(spec))
-    script = "bench_pde.py" if spec["lib"] == "difsim" else "_pde_refs.py"
-    extra = ["--child"] if spec["lib"] == "difsim" else []
-    out = run_fresh([sys.executable, str(HERE / script), *extra, str(spec_path)], result)
-    return out, np.load(result)
-
-
-def rows_of(first: dict, steady: dict, results: dict, refs: dict, case: str, meta: dict) -> list:
-    rows = []
-    for key, (name, dt, steps, ref_key) in meta.items():
-        rows.append(
-            dict(
-                contender=name,
-                dt=dt,
-                steps=steps,
-                error=max_error(results[key], refs[ref_key], case),
-                steady=steady[key].as_dict(),
-                steps_per_s=steps / steady[key].median,
-                first_call_s=first[key],
-            )
-        )
-    return rows
 
 
 # ------------------------------------------------------------------ 1. Kuramoto–Sivashinsky

@@ -26,18 +26,12 @@ python experiments/benchmarks/bench_sweep.py --sizes 1000 100000 10000000 \
 
 import argparse
 import json
-import resource
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import jax
 
 jax.config.update("jax_enable_x64", False)  # the benchmark is specified in float32
 
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import (  # noqa: E402
     Stats,
@@ -53,55 +47,15 @@ from _common import (  # noqa: E402
     write_reports,
 )
 from _report import render_header  # noqa: E402
-from bench_simulate import ATOL, RHO_MAX, RTOL, T0, T1, diffrax_final, max_abs_diff, run_scipy  # noqa: E402
-
-import difsim as ds  # noqa: E402
+from _sweep_contenders import raw_fn, rho_values, sweep_fn  # noqa: E402
+from _sweep_memory import bench_memory, rss_child, sweep_chunk_size  # noqa: E402
+from bench_simulate import max_abs_diff, run_scipy  # noqa: E402
 
 TARGET_OVERHEAD = 1.05  # ds.sweep may cost at most 5% more than jit(vmap(diffeqsolve))
-MAX_STEPS = 16_384
 # For the memory table: ~4,600 trajectories per chunk (float32 Lorenz, final state), so the
 # budget, not the sweep's N/32 rule, sets the chunk size from N ~ 1.5e5 on.
 DEFAULT_BUDGET = 4 * 2**20
 DEFAULT_ENGINE_BUDGET = 2**30  # ds.sweep's own default, to show its chunk sizes
-
-
-def rho_values(n: int) -> np.ndarray:
-    return np.asarray(jnp.linspace(0.0, RHO_MAX, n, dtype=jnp.float32))
-
-
-# ------------------------------------------------------------------ contenders
-def sweep_fn(memory_budget: int | None = None, chunk_size: int | None = None):
-    """`rhos → (N, 3)` final states through `ds.sweep` (in memory, no file)."""
-    model = ds.models.Lorenz()
-
-    def run(rhos):
-        out = ds.sweep(
-            model,
-            ds.GridSweep({"rho": rhos}),
-            t0=T0,
-            t1=T1,
-            save="final",
-            solver="tsit5",
-            rtol=RTOL,
-            atol=ATOL,
-            max_steps=MAX_STEPS,
-            chunk_size=chunk_size,
-            memory_budget=memory_budget,
-            progress=False,
-        )
-        return np.stack([np.asarray(out[k]).reshape(-1) for k in ("x", "y", "z")], axis=-1)
-
-    return run
-
-
-def raw_fn():
-    """`rhos → (N, 3)` final states by `jit(vmap(diffeqsolve))`, copied to the host."""
-    solve = jax.jit(jax.vmap(lambda rho: diffrax_final(rho, MAX_STEPS)))
-
-    def run(rhos):
-        return np.asarray(solve(jnp.asarray(rhos)))[:, -1, :]
-
-    return run
 
 
 # ------------------------------------------------------------------ measurements
@@ -143,7 +97,7 @@ def bench_scaling(sizes: list[int], repeats: int, fixed_chunk: int) -> dict:
     rows = []
     for n in sizes:
         rhos = rho_values(n)
-        row = dict(n=n, chunk=_chunk_size(n, DEFAULT_ENGINE_BUDGET))
+        row = dict(n=n, chunk=sweep_chunk_size(n, DEFAULT_ENGINE_BUDGET))
         for name, fn in series.items():
             first = time_call(fn, rhos)[0]
             wall = [time_call(fn, rhos)[0] for _ in range(repeats)]
@@ -168,126 +122,6 @@ def bench_scaling(sizes: list[int], repeats: int, fixed_chunk: int) -> dict:
         fixed_chunk=fixed_chunk,
         slopes={name: dict(all=slope(rows, name), large=slope(large, name)) for name in series},
     )
-
-
-def _proc_status(key: str) -> int | None:
-    """A memory figure (`VmRSS`, `VmHWM`) of this process from /proc, bytes (Linux only)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak() -> bool:
-    """Reset the kernel's peak-RSS mark (`VmHWM`) to the current RSS (Linux >= 4.0)."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
-def _chunk_size(n: int, budget: int) -> int | None:
-    """The sweep's chunk size for `N` (engine internals: `None` if they moved)."""
-    try:
-        from difsim._sweep import bytes_per_trajectory, choose_chunk_size
-
-        model = ds.models.Lorenz()
-        outputs = [type("O", (), {"shape": ()})] * 3  # x, y, z: one scalar each
-        per = bytes_per_trajectory(model, outputs, 1, np.float32)
-        cpu = jax.default_backend() == "cpu"
-        return choose_chunk_size(n, jax.device_count(), per, budget, cpu=cpu)
-    except Exception:
-        return None
-
-
-def _sweep_to_file(rhos: np.ndarray, budget: int, chunk_size: int | None = None) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = ds.sweep(
-            ds.models.Lorenz(),
-            ds.GridSweep({"rho": rhos}),
-            t0=T0,
-            t1=T1,
-            save="final",
-            rtol=RTOL,
-            atol=ATOL,
-            max_steps=MAX_STEPS,
-            chunk_size=chunk_size,
-            memory_budget=budget,
-            output=Path(tmp) / "sweep.nc",
-            progress=False,
-        )
-        ok = int(out.attrs.get("n_success", -1))
-        out.close()
-    return ok
-
-
-def rss_child(contender: str, n: int, budget: int) -> dict:
-    """Run one contender on `N` in this (fresh) process; report its peak memory.
-
-    The program is compiled first (XLA's compiler needs a few hundred MiB for a while, which
-    would hide the solve's own memory): the sweep runs once on a single chunk of the shape
-    it will use, the hand-written solve is compiled ahead of time for `N`. Then the peak-RSS
-    mark is reset and the measured run starts. The sweep streams its chunks to a netCDF file
-    (as `difsim run` does), so nothing of size `N` but its coordinate stays in memory; the
-    hand-written solve holds all `N` trajectories at once.
-    """
-    rhos = rho_values(n)
-    chunk = _chunk_size(n, budget) if contender == "sweep" else n
-    start = time.perf_counter()
-    if contender == "sweep":
-        if chunk is not None:
-            _sweep_to_file(rhos[:chunk], budget, chunk_size=chunk)
-
-        def run():
-            return _sweep_to_file(rhos, budget)
-    else:
-        solve = jax.jit(jax.vmap(lambda rho: diffrax_final(rho, MAX_STEPS)))
-        compiled = solve.lower(jnp.asarray(rhos)).compile()
-
-        def run():
-            return int(np.isfinite(np.asarray(compiled(jnp.asarray(rhos)))).all(-1).sum())
-
-    compile_s = time.perf_counter() - start
-    before = _proc_status("VmRSS")
-    reset = _reset_peak()
-    start = time.perf_counter()
-    ok = run()
-    wall = time.perf_counter() - start
-    peak = _proc_status("VmHWM") if reset else None
-    stats = jax.devices()[0].memory_stats() or {}
-    return dict(
-        contender=contender,
-        n=n,
-        wall_s=wall,
-        compile_s=compile_s,
-        rss_before_bytes=before,
-        run_peak_bytes=peak,
-        maxrss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
-        device_peak_bytes=stats.get("peak_bytes_in_use"),
-        ok=ok,
-        chunk_size=chunk,
-    )
-
-
-def bench_memory(sizes: list[int], budget: int | None, timeout: float) -> list[dict]:
-    rows = []
-    for n in sizes:
-        for contender in ("sweep", "diffrax"):
-            cmd = [sys.executable, __file__, "--rss-child", contender, str(n)]
-            if budget is not None:
-                cmd += ["--memory-budget", str(budget)]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-            if proc.returncode != 0:
-                raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
-            row = json.loads(proc.stdout.strip().splitlines()[-1])
-            rows.append(row)
-            print(f"  {contender:>7} N = {n:>10,}: peak RSS {row['maxrss_bytes'] / 2**20:.0f} MiB",
-                  flush=True)  # fmt: skip
-    return rows
 
 
 # ------------------------------------------------------------------ report

@@ -278,10 +278,14 @@ def library_message(results, index: int) -> str:
     return f"unknown {results.__module__}.{results.__qualname__} outcome {index}"
 
 
-def flag_attrs() -> dict[str, object]:
-    """CF-convention attributes describing the status codes (for netCDF variables)."""
+def flag_attrs(dtype: np.dtype | type = np.int32) -> dict[str, object]:
+    """CF-convention attributes describing the status codes (for netCDF variables).
+
+    `flag_values` is an array of `dtype`, the status variable's own: CF requires the two
+    to share a type, and a list of Python integers would be written as int64.
+    """
     return dict(
-        flag_values=[int(s) for s in Status],
+        flag_values=np.array([int(s) for s in Status], dtype=dtype),
         flag_meanings=" ".join(s.name.lower() for s in Status),
         long_name="solver status (0 = success)",
     )

@@ -222,6 +222,7 @@ def _execute_sweep(experiment: Experiment, outputs: Outputs, *, progress) -> Run
             chunk_size=sweep.chunk_size,
             memory_budget=sweep.budget,
             engine=sweep.engine,
+            max_events=sweep.max_events,
             **sweep.paths(),
             output=nc_path,
             store=experiment.output.store,

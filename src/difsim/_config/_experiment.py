@@ -1,5 +1,6 @@
 """The checked form of an experiment config: one small frozen spec per section."""
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Mapping
@@ -12,7 +13,7 @@ import numpy as np
 import tomli_w
 
 from difsim._config._schema import ConfigError
-from difsim._core import Model, state_key
+from difsim._core import Model, host_leaves, state_key
 from difsim._fit import MultipleShooting
 from difsim._pde import grid_from_table
 from difsim._sweep import AbstractSweep
@@ -28,9 +29,10 @@ class ModelSpec:
     state: Mapping[str, Any]
     grid: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
-    def build(self) -> Model:
+    def build(self, host: bool = False) -> Model:
         """The model instance (arrays take the current default float dtype, so call this
-        inside the run's precision context)."""
+        inside the run's precision context). `host`: with NumPy arrays for leaves, for
+        checks that must not start JAX's backend (see [`host_leaves`][])."""
         defaults = field_defaults(self.cls)
         params = {k: _as_value(v, defaults.get(k)) for k, v in self.parameters.items()}
         state0 = defaults.get("state")
@@ -41,7 +43,8 @@ class ModelSpec:
         if self.grid:
             params["grid"] = grid_from_table(defaults["grid"], self.grid)
         try:
-            return self.cls(**params).replace(**state)
+            with host_leaves() if host else contextlib.nullcontext():
+                return self.cls(**params).replace(**state)
         except (ValueError, TypeError) as e:
             raise ConfigError(f"{self.cls.__name__} rejected these values: {e}", "model") from e
 
@@ -139,6 +142,7 @@ class SweepSpec:
     memory_budget: str | int | None = None
     dim: str | None = None
     engine: str = "auto"
+    max_events: int | None = None
     spec: AbstractSweep | None = dataclasses.field(compare=False, repr=False, kw_only=True)
     budget: int | None = dataclasses.field(default=None, compare=False, kw_only=True)
     monte_carlo: bool = dataclasses.field(default=False, compare=False, kw_only=True)
@@ -163,6 +167,7 @@ class SweepSpec:
             "memory_budget": self.memory_budget,
             "dim": self.dim,
             "engine": None if self.engine == "auto" else self.engine,
+            "max_events": self.max_events,
         }
         return {**{k: v for k, v in settings.items() if v is not None}, **self.entries}
 

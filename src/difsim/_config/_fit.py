@@ -254,7 +254,7 @@ def _check_data(values: dict[str, Any], observe, states, control, model) -> None
                     f"fit.{table}.{name}",
                 )
     try:  # the values the fit will read: a run would refuse them only after loading
-        check_data_values(dataset, coord, model.build(), dict(observe) or None,
+        check_data_values(dataset, coord, model.build(host=True), dict(observe) or None,
                           noise=values["noise"], weights=values["weights"],
                           sigma=values["sigma"], increasing=control is None)  # fmt: skip
     except (ValueError, TypeError) as e:

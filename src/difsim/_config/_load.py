@@ -229,6 +229,9 @@ SECTIONS: dict[str, Section] = {
             "chunk_size": Key(
                 POSITIVE_INT, "trajectories per compiled call (default: from memory_budget)", None
             ),
+            "max_events": Key(
+                POSITIVE_INT, "of a model with events, most per trajectory (default: its own)", None
+            ),
             "memory_budget": Key(
                 BYTES, 'memory one chunk may use, e.g. "512MiB" (default 1 GiB)', None
             ),

@@ -52,7 +52,7 @@ def check_experiment_resources(parsed: dict[str, Any]) -> None:
     )
     output = parsed["output"]
     if parsed.get("sweep") is not None:
-        events = event_bytes(model.cls, n_values, item)
+        events = event_bytes(model.cls, n_values, item, parsed["sweep"].max_events)
         _check_sweep(parsed["sweep"], output, time, n_values, item, events)
     elif output.path is not None:
         _as_config_error(
@@ -84,11 +84,12 @@ def state_size(model: ModelSpec) -> int:
     return max(size, 1)
 
 
-def event_bytes(cls: type, n_values: int, item: int) -> int:
+def event_bytes(cls: type, n_values: int, item: int, max_events: int | None = None) -> int:
     """Bytes of one trajectory's event record in a sweep of a model of class `cls` with
-    events (docs/events.md; 0 without): room for `max_events` times, types (int32) and
-    states before and after, the count (int32) and `t_end`."""
+    events (docs/events.md; 0 without): room for `max_events` (default: the class's cap)
+    times, types (int32) and states before and after, the count (int32) and `t_end`."""
     names, cap = declared_events(cls)
+    cap = cap if max_events is None else max_events
     return cap * (item + 4 + 2 * n_values * item) + 4 + item if names else 0
 
 

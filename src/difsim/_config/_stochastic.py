@@ -24,7 +24,7 @@ def parse_sde_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSp
     """The `[solver]` handler for a stochastic model: resolve its SDE settings once (the
     given values, the model's `solver_defaults`, then the SDE defaults) on the model the
     config builds, and return them as a [`SolverSpec`][]."""
-    model = parsed["model"].build()
+    model = parsed["model"].build(host=True)  # loading a config must not start JAX's backend
     time = parsed.get("time")
     if time is not None and time.save == "dense":  # (what simulate refuses, by its key)
         raise ConfigError(

@@ -14,7 +14,7 @@ import numpy as np
 from difsim._config._experiment import SweepSpec, TimeSpec, field_defaults
 from difsim._config._resources import check_linspace_count
 from difsim._config._schema import ConfigError, did_you_mean, given, is_int, is_number
-from difsim._core import Model, state_key
+from difsim._core import Model, declared_events, state_key
 from difsim._sweep import (
     AbstractSweep,
     GridSweep,
@@ -162,10 +162,26 @@ def parse_sweep(values: dict[str, Any], parsed: dict[str, Any]) -> SweepSpec:
         memory_budget=budget,
         dim=dim,
         engine=values["engine"],
+        max_events=_max_events(values["max_events"], cls, monte_carlo and is_statistics(keep)),
         spec=_build(kind, built, values["samples"], seed, dim) if built else None,
         budget=None if budget is None else _budget_bytes(budget),
         monte_carlo=monte_carlo,
     )
+
+
+def _max_events(max_events: int | None, cls: type[Model], statistics: bool) -> int | None:
+    """`[sweep] max_events`, for a model with events whose record the sweep keeps."""
+    if max_events is not None and not declared_events(cls)[0]:
+        raise ConfigError(
+            f"{cls.__name__} declares no events, so there is nothing to cap: remove max_events",
+            "sweep.max_events",
+        )
+    if max_events is not None and statistics:
+        raise ConfigError(
+            "statistics over Monte Carlo paths keep no event record: remove max_events",
+            "sweep.max_events",
+        )
+    return max_events
 
 
 def _monte_carlo_checks(values: dict[str, Any], kind: str, cls: type[Model]) -> None:

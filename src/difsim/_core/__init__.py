@@ -26,6 +26,7 @@ from difsim._core._event_record import (
 )
 from difsim._core._model import (
     Model as Model,
+    host_leaves as host_leaves,
     param as param,
 )
 from difsim._core._noise import (

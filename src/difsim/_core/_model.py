@@ -1,7 +1,9 @@
 """`Model`: a physical system as an equinox Module (parameters are pytree leaves)."""
 
+import contextlib
+import contextvars
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -29,14 +31,34 @@ def param(
     return eqx.field(default=default, metadata=dict(units=units, description=description))
 
 
+_HOST_LEAVES = contextvars.ContextVar("difsim_host_leaves", default=False)
+
+
+@contextlib.contextmanager
+def host_leaves() -> Iterator[None]:
+    """Within this context, models built take NumPy arrays (of JAX's default dtypes) as
+    leaves instead of JAX arrays: what checking a config builds, which must not start JAX's
+    backend (a multi-process run calls `jax.distributed.initialize()` after loading it)."""
+    token = _HOST_LEAVES.set(True)
+    try:
+        yield
+    finally:
+        _HOST_LEAVES.reset(token)
+
+
 def _to_leaf(value: Any, annotation: Any) -> Any:
     # Python floats become (weakly typed) JAX arrays so that `eqx.filter_jit`/`filter_grad`
     # see parameters as traced, differentiable leaves rather than static constants.
     if isinstance(value, bool):
         return value
+    host = _HOST_LEAVES.get()
     if isinstance(value, float) or (isinstance(value, int) and annotation in (float, "float")):
+        if host:
+            return np.asarray(float(value), jax.dtypes.canonicalize_dtype(np.float64))
         return jax.numpy.asarray(float(value))
     if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.inexact):
+        if host:
+            return value.astype(jax.dtypes.canonicalize_dtype(value.dtype))
         return jax.numpy.asarray(value)
     return value
 

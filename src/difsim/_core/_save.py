@@ -98,6 +98,20 @@ class SaveSpec(eqx.Module):
             return jnp.linspace(self.t0, self.t1, self.n_saved)
         return jnp.asarray(self.ts)
 
+    def host_save_times(self) -> np.ndarray | None:
+        """[`save_times`][] computed with NumPy, in the dtype JAX gives them, shape
+        `(n_saved,)`; `None` when only `t1` is saved or the times are traced. For checks,
+        which must not start JAX's backend (loading a config: see [`host_leaves`][])."""
+        if self.final_only:
+            return None
+        try:
+            if self.ts is None:
+                dtype = jnp.result_type(self.t0, self.t1, float)  # as jnp.linspace's
+                return np.linspace(float(self.t0), float(self.t1), self.n_saved).astype(dtype)
+            return np.asarray(self.ts)
+        except jax.errors.JAXTypeError:  # traced (jit/vmap)
+            return None
+
 
 def check_saved_memory(times: SaveSpec, layout: Any, model_name: str) -> None:
     """Refuse, before anything is allocated, a `simulate` whose saved values cannot fit in

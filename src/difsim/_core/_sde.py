@@ -98,8 +98,8 @@ def sde_settings(model, layout, solver, given: dict[str, Any], adjoint, brownian
 def check_saves(settings: SolverSettings, times) -> None:
     """With fixed steps, raise unless every save time of `times` (a `SaveSpec`) lies on the
     steps `t0 + k·dt0` (skipped for traced times: a sweep checks once, where they enter)."""
-    if settings.fixed_step and not times.final_only:
-        _check_lattice(times.save_times(), times.t0, settings.dt0)
+    if settings.fixed_step and (ts := times.host_save_times()) is not None:
+        _check_lattice(ts, times.t0, settings.dt0)
 
 
 def _settings(model, layout, solver, given, adjoint, brownian) -> SolverSettings:

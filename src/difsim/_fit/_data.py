@@ -257,8 +257,11 @@ def fit_data(
     weights: Mapping[str, Any] | None,
     sigma: Mapping[str, Any] | None,
     dtype: Any,
+    host: bool = False,
 ) -> FitData:
-    """Assemble the checked arrays of a fit (see [`FitData`][])."""
+    """Assemble the checked arrays of a fit (see [`FitData`][]); `host`: NumPy arrays (a
+    check, which must not start JAX's backend), not JAX arrays."""
+    xp = np if host else jnp
     if noise not in NOISE_MODELS:
         raise ValueError(f"unknown noise model {noise!r}; choose one of {', '.join(NOISE_MODELS)}")
     names = tuple(name for name, _ in pairs)
@@ -270,10 +273,10 @@ def fit_data(
         raise ValueError("the data are empty: no observed value has a positive weight")
     units = tuple(dataset[name].attrs.get("units") for name in names)
     return FitData(
-        times=jnp.asarray(coord_values, dtype),
-        values=jnp.asarray(np.where(mask, values, 1.0), dtype),
-        mask=jnp.asarray(mask),
-        weights=jnp.asarray(w, dtype),
+        times=xp.asarray(coord_values, dtype),
+        values=xp.asarray(np.where(mask, values, 1.0), dtype),
+        mask=xp.asarray(mask),
+        weights=xp.asarray(w, dtype),
         names=names,
         targets=tuple(target for _, target in pairs),
         coord=coord,
@@ -301,7 +304,7 @@ def check_data_values(
     coords = coordinate_values(dataset, coord, increasing=increasing)
     pairs = observation_map(dataset, coord, model, observe)
     fit_data(dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma,
-             dtype=jnp.result_type(float))  # fmt: skip
+             dtype=jnp.result_type(float), host=True)  # fmt: skip
 
 
 def _attrs_text(dataset: xr.Dataset, coord: str, names: tuple[str, ...]) -> str:

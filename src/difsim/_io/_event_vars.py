@@ -4,6 +4,8 @@
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from difsim._io._meta import var_attrs
 
 EVENT_DIM = "event"
@@ -34,7 +36,8 @@ def event_variables(
       just before the event and just after its affect, in the variable's units.
     """
     flags = dict(
-        flag_values=list(range(len(names))),
+        # Of event_type's own type (CF): a list of Python integers would be written int64.
+        flag_values=np.arange(len(names), dtype=np.int32),
         flag_meanings=" ".join(names),
         long_name="which event (-1: padding past event_count)",
     )

@@ -3,8 +3,9 @@ the variables a vmapped solution's Dataset holds (`event_count`, `event_time`,
 `event_type`, `<var>_before_event`, `<var>_after_event`, and `t_end`), with the same names,
 dims, attributes and padding.
 
-While a sweep runs, each trajectory's record has room for `max_events` events (its
-model's cap): every chunk has the same shape, in memory and in the chunk store. The
+While a sweep runs, each trajectory's record has room for `max_events` events (the
+sweep's `max_events`, else its model's cap; [`with_event_cap`][] puts it in the solver
+settings): every chunk has the same shape, in memory and in the chunk store. The
 Dataset (in memory or the netCDF file) then cuts the `event` dimension to the most events
 any trajectory had, as [`to_xarray`][] does: a property of the whole sweep, so the result
 is the same for any chunking and after a resume.
@@ -22,16 +23,35 @@ from difsim._core import Model, declared_events
 from difsim._io import EVENT_DIM, event_variables, t_end_attrs, time_attrs
 from difsim._sweep._layout import OutputLayout
 from difsim._sweep._observables import Output
+from difsim._sweep._options import SolverChoice
 
 _INTEGER = ("event_count", "event_type")
 
 
-def event_outputs(model: Model, dtype: Any) -> list[Output]:
+def with_event_cap(solver: SolverChoice, model: Model, max_events: int | None) -> SolverChoice:
+    """`solver` with its `max_events`: the cap on events per trajectory, which sizes the
+    record; `max_events` (checked by `SweepOptions`) or, for `None`, the model's own.
+
+    **Raises:** `ValueError` for a `max_events` given for a model that declares no events
+    (a sweep adds none: it would change nothing).
+    """
+    names, cap = declared_events(type(model))
+    if not names:
+        if max_events is not None:
+            raise ValueError(
+                f"max_events={max_events}: {type(model).__name__} declares no events, so "
+                "there is nothing to cap; leave max_events out"
+            )
+        return solver
+    return dataclasses.replace(solver, max_events=cap if max_events is None else max_events)
+
+
+def event_outputs(model: Model, dtype: Any, cap: int | None) -> list[Output]:
     """The event record's variables of one trajectory of a sweep of `model` (in the run's
-    floating `dtype`; counts and event types int32), room for `max_events` events along
-    `event`; `[]` for a model without events."""
+    floating `dtype`; counts and event types int32), room for `cap` events along `event`
+    (`SolverChoice.max_events`); `[]` for a model without events."""
     cls = type(model)
-    names, cap = declared_events(cls)
+    names, _ = declared_events(cls)
     if not names:
         return []
     state = model.initial_state()
@@ -49,10 +69,10 @@ def event_outputs(model: Model, dtype: Any) -> list[Output]:
     return out
 
 
-def event_attrs(model: Model) -> dict[str, Any]:
+def event_attrs(model: Model, cap: int | None) -> dict[str, Any]:
     """The Dataset's global attributes of the events (as [`to_xarray`][] writes them):
-    `events` (their names) and `max_events`; `{}` for a model without events."""
-    names, cap = declared_events(type(model))
+    `events` (their names) and `max_events` (`cap`); `{}` for a model without events."""
+    names, _ = declared_events(type(model))
     return {"events": " ".join(names), "max_events": cap} if names else {}
 
 

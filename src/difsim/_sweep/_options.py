@@ -24,6 +24,21 @@ from difsim._resources import parse_bytes as parse_bytes
 DEFAULT_MEMORY_BUDGET = 2**30  # bytes per chunk (1 GiB)
 
 
+def check_max_events(max_events: Any) -> int | None:
+    """`None`, or `max_events` as a positive `int` (as [`simulate`][] checks it).
+
+    **Raises:** `TypeError` (not an integer, a bool included) or `ValueError` (below 1),
+    naming `max_events`.
+    """
+    if max_events is None:
+        return None
+    if isinstance(max_events, bool) or not isinstance(max_events, int | np.integer):
+        raise TypeError(f"max_events must be a positive integer, got {max_events!r}")
+    if max_events < 1:
+        raise ValueError(f"max_events must be at least 1, got {max_events}")
+    return int(max_events)
+
+
 def check_chunk_size(chunk_size: Any) -> int | None:
     """`None`, or `chunk_size` as a positive `int`.
 
@@ -53,6 +68,8 @@ class SweepOptions:
     - `memory_budget`: bytes per chunk, an `int` (a size like `"512MiB"` is parsed here;
       `None` gives 1 GiB). An `int` is taken as it is, not parsed again.
     - `chunk_size`: `None` or a positive `int`.
+    - `max_events`: `None` (the model's own cap) or a positive `int`; checked against the
+      model (which must declare events) when the sweep is prepared.
     - `devices`: `None` (every device) or a tuple of `jax.Device`.
     - `output`: `None` or a `Path`; `store`: `None` or a path or URL as a `str` (it needs
       an `output`); `resume`, `overwrite`: bools; `progress`: a bool or `None` (shown unless
@@ -85,6 +102,7 @@ class SweepOptions:
     controller: str | dfx.AbstractStepSizeController | None = None
     max_steps: int | None = None
     root_tol: float | None = None
+    max_events: int | None = None
     chunk_size: int | None = None
     memory_budget: int | str | None = None
     devices: Sequence[jax.Device] | None = None
@@ -104,6 +122,7 @@ class SweepOptions:
         # Frozen: the normalised values are set once, here, through `object.__setattr__`.
         normalised = dict(
             chunk_size=check_chunk_size(self.chunk_size),
+            max_events=check_max_events(self.max_events),
             memory_budget=_budget(self.memory_budget),
             devices=_devices(self.devices),
             output=_output(self.output),
@@ -188,8 +207,9 @@ class SolverChoice:
     """A sweep's solver settings, resolved against the model (its `solver_defaults`, then
     difsim's) and checked: `solver` a known name or solver object, `controller` spelt out
     (for `None`, the one `simulate` would choose), `rtol`, `atol` floats, `dt0` as given
-    (or the model's), `max_steps` an int. Hashable: part of the compiled chunk's static
-    argument."""
+    (or the model's), `max_steps` an int; `max_events`, the room of each trajectory's event
+    record (the sweep's `max_events`, else the model's cap; `None` for a model without
+    events). Hashable: part of the compiled chunk's static argument."""
 
     solver: Any
     controller: Any
@@ -199,3 +219,4 @@ class SolverChoice:
     max_steps: int
     settings: SolverSettings
     root_tol: float | None = None  # the same, as objects: what each trajectory's solve takes
+    max_events: int | None = None

@@ -68,7 +68,7 @@ def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
         # Times and solver settings were checked and resolved once, in `prepare`.
         sol = simulate(
             m, times, solver=static.solver.settings, key=key, throw=False,
-            progress=static.progress,
+            progress=static.progress, max_events=static.solver.max_events,
         )  # fmt: skip
         kept = static.keep.evaluate(m, sol)
         return dict(kept, **record_values(sol), status=sol.status, num_steps=sol.num_steps)

@@ -29,7 +29,7 @@ from difsim._core import (
 from difsim._ensemble import unsupported
 from difsim._io import attr_value
 from difsim._sweep._chunking import bytes_per_trajectory
-from difsim._sweep._events import event_attrs, event_outputs
+from difsim._sweep._events import event_attrs, event_outputs, with_event_cap
 from difsim._sweep._layout import (
     OutputLayout,
     base_layout,
@@ -243,7 +243,7 @@ def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _Mo
         None if save.ts is None else np.asarray(save.ts, np.float64),
         save.n_saved, save.save_text,
     )  # fmt: skip
-    solver = _resolve_solver(model, options)
+    solver = with_event_cap(_resolve_solver(model, options), model, options.max_events)
     state = model.initial_state()
     # Traced once (no FLOPs): the ensemble engine calls `rhs` without simulate's checks, so
     # a Python `if` on the state or a missing derivative is named here.
@@ -257,7 +257,8 @@ def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _Mo
         dtype = np.dtype(jnp.result_type(float))
     plan = plan_keep(options.keep, type(model), state, times.n_saved, times.save_text)
     # A model with events keeps each trajectory's event record too (`_events`).
-    outputs = tuple(plan.outputs(model, times.n_saved, dtype) + event_outputs(model, dtype))
+    record = event_outputs(model, dtype, solver.max_events)
+    outputs = tuple(plan.outputs(model, times.n_saved, dtype) + record)
     if model.is_stochastic():  # the ensemble engine integrates ODEs: it would drop the noise
         engine, fallback = stochastic_engine(options.engine)
     else:
@@ -267,7 +268,7 @@ def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _Mo
     # Nothing here looks at the points' values: a random spec has not drawn them yet, and
     # what the machine has room for is checked first (`prepare`).
     described = {**settings(model, spec, times, solver, plan, dtype, False), "engine": engine}
-    events = event_attrs(model)
+    events = event_attrs(model, solver.max_events)
     if events:  # the record's names and room are part of the result
         described["events"] = f"{events['events']}, max_events={events['max_events']}"
     per_traj = bytes_per_trajectory(model, list(outputs), times.n_saved, dtype)

@@ -80,6 +80,7 @@ def sweep(
     controller: str | dfx.AbstractStepSizeController | None = None,
     max_steps: int | None = None,
     root_tol: float | None = None,
+    max_events: int | None = None,
     chunk_size: int | None = None,
     memory_budget: int | str | None = None,
     devices: Sequence[jax.Device] | None = None,
@@ -122,6 +123,9 @@ def sweep(
       `brownian`: their Brownian path, as for [`simulate`][].
     - `t0`, `t1`, `save`, `solver`, `rtol`, `atol`, `dt0`, `controller`, `max_steps`,
       `root_tol`: as for [`simulate`][] (`save` defaults to `"final"`).
+    - `max_events`: for a model with events, most events in one trajectory (default: the
+      model's `max_events`, 100), as for [`simulate`][]: the room of each trajectory's
+      event record; one more event ends that trajectory with `Status.EVENT_LIMIT`.
     - `keep`: `"final"` (default: the state at the last saved time), `"trajectory"` (the
       saved series; needs `save` = n or times), or a list of observables: `"x.max"`,
       `"x.min"`, `"x.mean"` (trapezoid time average), `"x.rate"` (`(x_last - x_first) /
@@ -161,7 +165,8 @@ def sweep(
     """
     options = SweepOptions(
         t0=t0, t1=t1, save=save, keep=keep, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
-        controller=controller, max_steps=max_steps, root_tol=root_tol, chunk_size=chunk_size,
+        controller=controller, max_steps=max_steps, root_tol=root_tol, max_events=max_events,
+        chunk_size=chunk_size,
         memory_budget=memory_budget, devices=devices, output=output, store=store, resume=resume,
         overwrite=overwrite, progress=progress, attrs=attrs, engine=engine, samples=samples,
         seed=seed, brownian=brownian,
@@ -193,6 +198,8 @@ def run_sweep(
         )
     spec, statistics = monte_carlo_spec(model, spec, options)
     if statistics:
+        if options.max_events is not None:  # their solves keep the model's cap
+            raise ValueError("max_events: statistics over Monte Carlo paths keep no event record")
         dataset, report = run_statistics(model, spec, options)
         return dataset, SweepReport(**report)
     start = time.perf_counter()
