@@ -29,8 +29,12 @@ from difsim._core._model import (
     host_leaves as host_leaves,
     param as param,
 )
+from difsim._core._brownian import (
+    StepBrownianPath as StepBrownianPath,
+)
 from difsim._core._noise import (
     Noise as Noise,
+    brownian_shape as brownian_shape,
 )
 from difsim._core._observable import (
     ObservableInfo as ObservableInfo,
@@ -46,8 +50,13 @@ from difsim._core._save import (
 from difsim._core._sde import (
     brownian_path as brownian_path,
     check_saves as check_saves,
+    check_key as check_key,
+    levy_area as levy_area,
     noise_summary as noise_summary,
     sde_solver_settings as sde_solver_settings,
+)
+from difsim._core._sde_steps import (
+    check_sde_plan as check_sde_plan,
 )
 from difsim._core._seed import (
     check_seed as check_seed,

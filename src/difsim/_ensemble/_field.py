@@ -81,6 +81,22 @@ class BatchField(eqx.Module):
     def __call__(self, t, y: Lanes, points) -> Lanes:
         return jax.vmap(self.one)(t, y, points)
 
+    def diffusion_one(self, t, y, point, dim: int | None):
+        """The diffusion of one trajectory of a stochastic model: `{var: var_shape}`
+        (diagonal noise, `dim=None`) or `{var: (*var_shape, dim)}` (general noise), zero
+        for the variables `diffusion` leaves out (as the diffrax engine's
+        `DiffusionField`)."""
+        out = with_point(self.model, point).diffusion(t, State.from_info(self.info, y))
+        if isinstance(out, State):
+            out = out.values
+        tail = () if dim is None else (dim,)
+        return {
+            name: jnp.zeros(shape + tail, self.dtype)
+            if name not in out
+            else jnp.broadcast_to(jnp.asarray(out[name], self.dtype), shape + tail)
+            for name, shape in zip(self.names, self.shapes)
+        }
+
     def initial(self, points) -> Lanes:
         """Each lane's initial state, `{var: (lanes, *var_shape)}`."""
 

@@ -5,9 +5,11 @@ import diffrax as dfx
 import numpy as np
 import optimistix as optx
 
+from difsim import solvers
 from difsim._core import SolverSettings
 from difsim._ensemble._control import Controller
 from difsim._ensemble._methods import METHODS, AbstractEnsembleMethod
+from difsim._ensemble._sde_methods import SDE_METHODS, AbstractSDEMethod
 
 
 def method_for(settings: SolverSettings) -> AbstractEnsembleMethod | None:
@@ -16,11 +18,19 @@ def method_for(settings: SolverSettings) -> AbstractEnsembleMethod | None:
     return None if cls is None else cls()
 
 
+def sde_method_for(settings: SolverSettings) -> AbstractSDEMethod | None:
+    """The ensemble SDE method reproducing `settings.solver`, or `None`."""
+    cls = SDE_METHODS.get(type(settings.solver))
+    return None if cls is None else cls()
+
+
 def unsupported(settings: SolverSettings, model=None) -> str | None:
     """Why the ensemble engine cannot run a solve with `settings` (of `model`, when given),
     or `None` if it can."""
     if model is not None and getattr(type(model), "events", ()):
         return f"{type(model).__name__} has events, which the ensemble engine does not handle"
+    if model is not None and model.is_stochastic():
+        return _sde_unsupported(settings)
     solver = type(settings.solver).__name__
     if type(settings.solver) not in METHODS:
         names = ", ".join(sorted(cls.name for cls in METHODS.values()))
@@ -36,6 +46,29 @@ def unsupported(settings: SolverSettings, model=None) -> str | None:
         return "a controller with its own norm"
     if np.ndim(ctrl.rtol) or np.ndim(ctrl.atol):
         return "a vector rtol/atol"
+    return None
+
+
+def _sde_unsupported(settings: SolverSettings) -> str | None:
+    """Why the ensemble engine cannot run a stochastic solve with `settings`: it takes
+    fixed steps on the step lattice of `brownian="steps"` with the SDE methods of
+    `SDE_METHODS`."""
+    solver = type(settings.solver)
+    if solver not in SDE_METHODS:
+        info = solvers.sde_solver_info(settings.solver)
+        label = info.name if info is not None else solver.__name__
+        names = ", ".join(sorted(cls.name for cls in SDE_METHODS.values()))
+        return f"SDE solver {label!r} has no ensemble kernel (ensemble SDE methods: {names})"
+    if not isinstance(settings.controller, dfx.ConstantStepSize):
+        return (
+            "adaptive steps: the ensemble engine takes fixed steps for SDEs (give dt0, "
+            "with brownian='steps')"
+        )
+    if settings.brownian != "steps":
+        return (
+            f"brownian={settings.brownian!r}: the ensemble engine draws each fixed step's "
+            "increment from the key (brownian='steps'; the same path as the diffrax engine's)"
+        )
     return None
 
 

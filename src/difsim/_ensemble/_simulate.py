@@ -18,14 +18,20 @@ from difsim._core import (
     Solution,
     SolverSettings,
     Times,
+    check_key,
     check_rhs,
+    check_saves,
+    check_sde_plan,
+    levy_area,
+    sde_solver_settings,
     solver_settings,
     state_var,
 )
 from difsim._ensemble._adjoint import AbstractEnsembleAdjoint, make_adjoint
 from difsim._ensemble._field import node, with_point
 from difsim._ensemble._loop import Plan
-from difsim._ensemble._select import controller_for, method_for, unsupported
+from difsim._ensemble._sde_loop import KEY_DATA, SDEPlan
+from difsim._ensemble._select import controller_for, method_for, sde_method_for, unsupported
 from difsim._ensemble._solve import Config, default_block, solve
 
 
@@ -44,6 +50,8 @@ def simulate_ensemble(
     max_steps: int | None = None,
     block_size: int | None = None,
     adjoint: str | AbstractEnsembleAdjoint = "auto",
+    keys: ArrayLike | None = None,
+    brownian: str | None = None,
 ) -> Solution:
     """Solve many trajectories of `model` at once with the ensemble engine.
 
@@ -65,9 +73,18 @@ def simulate_ensemble(
       loops, bounded memory, cost independent of the number of parameters: for many
       parameters). See "Gradients" in `docs/sweeps.md`.
 
+    - `keys`: for a stochastic model (one with `diffusion`), each lane's PRNG key,
+      `(lanes,)` (e.g. `jax.random.split(jax.random.key(0), lanes)`, or their key data):
+      lane `i` integrates the path `simulate(..., key=keys[i], brownian="steps")` does.
+    - `brownian`: for a stochastic model, `"steps"` (required: the engine draws each fixed
+      step's increment from the lane's key; see "Brownian paths" in `docs/stochastic.md`).
+
     `solver` is one of `"tsit5"` (default), `"dopri5"`, `"bosh3"`, `"dopri8"`, or
     `"rodas5p"` for stiff models (a Rosenbrock method: one Jacobian and LU per lane and
     step, for small systems), or the solver instance, with the adaptive PID controller.
+    A stochastic model takes fixed steps `dt0` with `"euler"` (Euler–Maruyama, Itô),
+    `"heun"` or `"euler_heun"` (Stratonovich), or for additive noise `"shark"` (its
+    default) or `"sra1"`.
 
     **Returns:** a [`Solution`][] whose every array has the lanes as leading axis (as
     under `jax.vmap`): `ys[var]` is `(lanes, time, *var_shape)`, `status` is `(lanes,)`.
@@ -79,9 +96,10 @@ def simulate_ensemble(
             f"simulate_ensemble expects a difsim.Model instance, got {type(model).__name__}"
         )
     times = SaveSpec(t, t0=t0, t1=t1, save=save)
-    settings = solver_settings(
-        model, solver=solver, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps
-    )
+    given = dict(solver=solver, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps)
+    settings, keys = _stochastic(model, times, given, keys, brownian)
+    if settings is None:
+        settings = solver_settings(model, **given)
     if (reason := unsupported(settings, model)) is not None:
         raise ValueError(f"simulate_ensemble: {reason}; use jax.vmap(ds.simulate) instead")
     if block_size is not None and (
@@ -92,16 +110,64 @@ def simulate_ensemble(
     # Traced once (no FLOPs): the engine calls `rhs` without simulate's checks, so a Python
     # `if` on the state or a missing derivative is named here, not as a raw JAX error.
     check_rhs(model, Layout.of(model.initial_state()), "rhs")
-    return run_ensemble(model, check_points(model, points), times, settings, block_size, adjoint)
+    lanes = None if keys is None else keys.shape[0]
+    points = check_points(model, points, lanes)
+    return run_ensemble(model, points, times, settings, block_size, adjoint, keys)
 
 
-def check_points(model: Model, points: Mapping[str, ArrayLike]) -> dict[str, jax.Array]:
-    """`points` as arrays, checked: known keys, one common number of lanes (at least 1),
-    each value's shape that of what it replaces."""
-    if not isinstance(points, Mapping) or not points:
+def _stochastic(model: Model, times: SaveSpec, given: dict, keys, brownian):
+    """`(settings, key data)` of a stochastic model's ensemble solve (each lane's key
+    checked as `simulate` checks one); `(None, None)` for an ODE."""
+    name = type(model).__name__
+    if not model.is_stochastic():
+        if keys is not None or brownian is not None:
+            raise ValueError(f"{name} has no noise (no diffusion method): remove keys/brownian")
+        return None, None
+    if keys is None:
+        raise ValueError(
+            f"{name} is stochastic: give each lane's PRNG key, keys=jax.random.split("
+            "jax.random.key(0), lanes), and brownian='steps'"
+        )
+    keys = jnp.asarray(keys) if not _typed(keys) else keys
+    if not _typed(keys):
+        if keys.dtype != jnp.uint32 or keys.ndim != 2:
+            raise TypeError(
+                f"keys must be PRNG keys of shape (lanes,) (jax.random.split) or their key "
+                f"data (lanes, 2) uint32, got {keys.dtype} of shape {keys.shape}"
+            )
+        keys = jax.random.wrap_key_data(keys)
+    if keys.ndim != 1 or keys.shape[0] < 1:
+        raise ValueError(f"keys must hold one key per lane, shape (lanes,), got {keys.shape}")
+    check_key(model, keys[0], brownian)
+    layout = Layout.of(model.initial_state())
+    settings = sde_solver_settings(model, layout, controller=None, brownian=brownian, **given)
+    if settings.brownian != "steps":
+        raise ValueError(
+            f"simulate_ensemble: {name} is stochastic; the ensemble engine draws each fixed "
+            "step's increment from the lane's key: pass brownian='steps' (and dt0)"
+        )
+    check_saves(settings, times)
+    check_sde_plan(keys[0], settings, None, times, name)
+    return settings, jax.random.key_data(keys)
+
+
+def _typed(keys) -> bool:
+    dtype = getattr(keys, "dtype", None)
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
+def check_points(
+    model: Model, points: Mapping[str, ArrayLike], lanes: int | None = None
+) -> dict[str, jax.Array]:
+    """`points` as arrays, checked: known keys, one common number of lanes (at least 1;
+    `lanes` when given, and then `points` may be empty), each value's shape that of what it
+    replaces."""
+    if points is None and lanes is not None:
+        points = {}
+    if not isinstance(points, Mapping) or not (points or lanes):
         raise ValueError("points must be a non-empty mapping {key: values (lanes, ...)}")
     state = model.initial_state().values
-    out, lanes = {}, None
+    out = {}
     for key, values in points.items():
         var = state_var(key)
         if var is None and key not in model.parameter_names():
@@ -118,7 +184,9 @@ def check_points(model: Model, points: Mapping[str, ArrayLike]) -> dict[str, jax
                 f"points[{key!r}] must have shape (lanes, *{np.shape(target)}), got {arr.shape}"
             )
         if lanes is not None and arr.shape[0] != lanes:
-            raise ValueError(f"points[{key!r}] has {arr.shape[0]} lanes, the others {lanes}")
+            raise ValueError(
+                f"points[{key!r}] has {arr.shape[0]} lanes, the others (keys included) {lanes}"
+            )
         lanes = arr.shape[0]
         out[key] = (
             arr.astype(jnp.result_type(target, float))
@@ -135,21 +203,25 @@ def run_ensemble(
     settings: SolverSettings,
     block_size: int | None = None,
     adjoint: AbstractEnsembleAdjoint | None = None,
+    keys: jax.Array | None = None,
 ) -> Solution:
-    """The ensemble solve, everything already checked (what sweeps call under `jit`)."""
-    method = method_for(settings)
+    """The ensemble solve, everything already checked (what sweeps call under `jit`).
+    `keys`: each lane's PRNG key data, `(lanes, *key_shape)` uint32, for a stochastic
+    model."""
     # The swept values replace the model's own: no tangent (no wasted forward direction)
     # for a parameter that every lane overrides.
     model = with_point(model, {k: jax.lax.stop_gradient(node(k)(model)) for k in points})
     state = model.initial_state()
-    values = [jnp.asarray(v) for v in state.values.values()]
+    # In declaration order (the order of `state.info`): `with_point` rebuilds the values'
+    # dict, in sorted order, when it puts an initial value in place.
+    values = [jnp.asarray(state[name]) for name in state.names]
     dtype = jnp.result_type(*values)
     if not jnp.issubdtype(dtype, jnp.inexact):
         dtype = jnp.result_type(float)
-    plan = Plan(method, controller_for(settings, method), settings.max_steps, times.final_only)
+    plan = _plan(model, settings, times.final_only)
     size = sum(int(np.size(v)) for v in values)
     dyn, static = eqx.partition(model, eqx.is_array)
-    n = next(iter(points.values())).shape[0]
+    n = next(iter(points.values())).shape[0] if keys is None else keys.shape[0]
     dt0 = None if settings.dt0 is None else float(settings.dt0)
     cfg = Config(
         static, state.info, tuple(np.shape(v) for v in values), jnp.dtype(dtype), plan,
@@ -159,9 +231,10 @@ def run_ensemble(
     ts = times.save_times()
     t0, t1 = jnp.asarray(times.t0, dtype), jnp.asarray(times.t1, dtype)
     ts = None if ts is None else jnp.asarray(ts, dtype)
-    ys, stats = solve(cfg, dyn, points, (t0, t1, ts))
+    lanes = points if keys is None else {**points, KEY_DATA: keys}
+    ys, stats = solve(cfg, dyn, lanes, (t0, t1, ts))
     out_ts = jnp.broadcast_to(t1, (n, 1)) if ts is None else jnp.broadcast_to(ts, (n, ts.shape[0]))
-    models = jax.vmap(lambda p: with_point(model, p))(points)
+    models = jax.vmap(lambda p: with_point(model, p), axis_size=n)(points)
     return Solution(
         ts=out_ts,
         ys=ys,
@@ -176,3 +249,15 @@ def run_ensemble(
         solver=type(settings.solver).__name__,
         result=None,
     )
+
+
+def _plan(model: Model, settings: SolverSettings, final_only: bool) -> Plan | SDEPlan:
+    """The static plan of a block solve: adaptive Runge–Kutta or Rosenbrock steps for an
+    ODE, fixed SDE steps for a stochastic model."""
+    if model.is_stochastic():
+        return SDEPlan(
+            sde_method_for(settings), Layout.of(model.initial_state()), type(model).noise,
+            levy_area(settings.solver), settings.max_steps, final_only,
+        )  # fmt: skip
+    method = method_for(settings)
+    return Plan(method, controller_for(settings, method), settings.max_steps, final_only)

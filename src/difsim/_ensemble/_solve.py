@@ -28,6 +28,7 @@ from difsim._core import VarInfo
 from difsim._ensemble._adjoint import AbstractEnsembleAdjoint, AutoAdjoint
 from difsim._ensemble._field import BatchField
 from difsim._ensemble._loop import Plan, solve_block
+from difsim._ensemble._sde_loop import SDEPlan, solve_sde_block
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Config:
     info: tuple[tuple[str, VarInfo], ...]
     shapes: tuple[tuple[int, ...], ...]
     dtype: Any
-    plan: Plan
+    plan: Plan | SDEPlan
     block: int
     dt0: float | None
     adjoint: AbstractEnsembleAdjoint = AutoAdjoint()
@@ -47,10 +48,9 @@ class Config:
     def reverse(self) -> "Config":
         """The same solve with checkpointed, reverse-mode differentiable step loops."""
         checkpoints = self.adjoint.reverse_checkpoints or default_checkpoints(self.plan.max_steps)
-        plan = Plan(
-            self.plan.method, self.plan.controller, self.plan.max_steps,
-            self.plan.final_only, reverse=True, checkpoints=min(checkpoints, self.plan.max_steps),
-        )  # fmt: skip
+        plan = dataclasses.replace(
+            self.plan, reverse=True, checkpoints=min(checkpoints, self.plan.max_steps)
+        )
         return dataclasses.replace(self, plan=plan, block=self.reverse_block or self.block)
 
 
@@ -110,7 +110,8 @@ def _blocks(cfg: Config, dyn, points: dict, times: tuple) -> tuple[dict, dict]:
         return v.reshape(count, size, *v.shape[1:])
 
     t0, t1, ts = times
-    run = lambda p: solve_block(field, cfg.plan, p, t0, t1, ts, cfg.dt0)  # noqa: E731
+    block = solve_sde_block if isinstance(cfg.plan, SDEPlan) else solve_block
+    run = lambda p: block(field, cfg.plan, p, t0, t1, ts, cfg.dt0)  # noqa: E731
     if cfg.plan.reverse and count * _checkpoint_bytes(cfg, size) > REMAT_BYTES:
         # The backward pass recomputes one block at a time (one more forward solve): the
         # memory is then one block's checkpoints, not every block's.
