@@ -149,8 +149,8 @@ def test_monte_carlo_sweeps_are_checked():
         ds.sweep(MODEL, spec, samples=10, keep=["x.mean", "x.q0"], **COMMON)
     with pytest.raises(ValueError, match="samples must be a positive number of paths"):
         ds.sweep(MODEL, spec, samples=0, keep=["x.mean"], **COMMON)
-    with pytest.raises(ValueError, match="'ensemble' cannot run this sweep: a stochastic"):
-        ds.sweep(MODEL, spec, samples=10, engine="ensemble", **COMMON)
+    with pytest.raises(ValueError, match="'ensemble' cannot run this sweep: brownian='tree'"):
+        ds.sweep(MODEL, spec, samples=10, engine="ensemble", **{**COMMON, "brownian": "tree"})
 
 
 def test_langevin_ensemble_config_runs_and_draws_a_fan_chart(tmp_path):

@@ -4,6 +4,7 @@
 
 import dataclasses
 import json
+import logging
 import math
 from typing import Any
 
@@ -23,8 +24,10 @@ from difsim._sweep._layout import (
 from difsim._sweep._observables import _var_dims as var_dims
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
 from difsim._sweep._samples import PathSweep
-from difsim._sweep._setup import resolve_solver
+from difsim._sweep._setup import choose_engine, resolve_solver
 from difsim._sweep._statistics import BINS, BLOCK, MOMENTS, PILOT, StatsPlan, plan_statistics
+
+logger = logging.getLogger("difsim")
 
 STATISTICS_ATTR = "sweep_statistics"  # marks a Dataset of statistics over paths (plots)
 
@@ -35,7 +38,9 @@ class MCSetup:
     `solver`, `dtype`, `plan` (what is kept), `block` (paths per block of partial
     statistics) and `padded` (each point's paths rounded up to whole blocks), `per_traj`
     (estimated bytes of one path in a chunk), `settings` (text of everything that
-    determines the result) and `attrs` (the Dataset's global attributes)."""
+    determines the result), `attrs` (the Dataset's global attributes), `engine`
+    (`"ensemble"` or `"diffrax"`) and `fallback` (why `engine="auto"` did not take the
+    ensemble engine, or `None`)."""
 
     times: SweepTimes
     save: SaveSpec
@@ -47,6 +52,8 @@ class MCSetup:
     per_traj: int
     settings: dict[str, str]
     attrs: dict[str, Any]
+    engine: str = "diffrax"
+    fallback: str | None = None
 
     @property
     def sweep_hash(self) -> str:
@@ -64,6 +71,9 @@ def statistics_setup(model: Model, spec: PathSweep, options: SweepOptions) -> MC
     times = SweepTimes(float(save.t0), float(save.t1), save.save, ts, save.n_saved,
                        save.save_text)  # fmt: skip
     solver = resolve_solver(model, options)
+    engine, fallback = choose_engine(options.engine, solver.settings, model)
+    if fallback:
+        logger.info("sweep: the diffrax engine runs this sweep (%s)", fallback)
     state = model.initial_state()
     dtype = np.dtype(jnp.result_type(*[jnp.asarray(v) for v in state.values.values()]))
     if not np.issubdtype(dtype, np.floating):
@@ -72,18 +82,22 @@ def statistics_setup(model: Model, spec: PathSweep, options: SweepOptions) -> MC
     block = min(BLOCK, spec.samples)
     padded = -(-spec.samples // block) * block
     method = f"blocks of {block} paths; quantiles: {BINS} bins over a {PILOT}-path pilot range"
-    described = {**settings(model, spec, times, solver, plan, dtype), "engine": "diffrax",
+    # The engine is part of the result's identity (the two round differently).
+    described = {**settings(model, spec, times, solver, plan, dtype), "engine": engine,
                  "statistics": method}  # fmt: skip
     attrs = sweep_attrs(model, spec, times, solver, plan, dtype, options.attrs)
-    attrs.update(engine="diffrax", samples=spec.samples, seed=spec.seed,
+    attrs.update(engine=engine, samples=spec.samples, seed=spec.seed,
                  statistics_method=method)  # fmt: skip
+    if fallback:
+        attrs["engine_fallback"] = fallback
     attrs[STATISTICS_ATTR] = " ".join(plan.names)
     attrs["sweep_hash"] = settings_hash(described)
     attrs["sweep_settings"] = json.dumps(described, sort_keys=True)
     n_state = sum(max(1, math.prod(np.shape(v))) for v in state.values.values())
     per_traj = bytes_per_trajectory(model, [], times.n_saved, dtype)
     per_traj += 2 * dtype.itemsize * n_state * times.n_saved  # the values reduced per path
-    return MCSetup(times, save, solver, dtype, plan, block, padded, per_traj, described, attrs)
+    return MCSetup(times, save, solver, dtype, plan, block, padded, per_traj, described, attrs,
+                   engine, fallback)  # fmt: skip
 
 
 def _time_coord(model: Model, times: SweepTimes, dtype) -> np.ndarray:

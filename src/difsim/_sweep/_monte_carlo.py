@@ -12,6 +12,7 @@ it stopped and ends with the same numbers.
 """
 
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -24,7 +25,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from difsim._core import Model, simulate
-from difsim._ensemble import with_point
+from difsim._ensemble import run_ensemble, with_point
 from difsim._io import progress
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import choose_chunk_size
@@ -56,6 +57,7 @@ class _Static:
     quantiles: tuple[str, ...]
     block: int
     segments: int
+    engine: str = "diffrax"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,15 +70,18 @@ class Lanes:
     valid: np.ndarray
 
 
-def _chunk(model_dyn, save, lanes, ranges, static: _Static):
+def _chunk(model_dyn, save, lanes, ranges, static: _Static, mesh: Mesh | None = None):
     model = eqx.combine(model_dyn, jax.tree.unflatten(static.model[0], static.model[1]))
+    if static.engine == "ensemble":
+        ys, ok, status = _ensemble_paths(model, save, lanes, static, mesh)
+    else:
 
-    def one(point, key):
-        sol = simulate(with_point(model, point), save, solver=static.solver, key=as_key(key),
-                       throw=False)  # fmt: skip
-        return {v: sol.ys[v] for v in static.variables}, sol.ok, sol.status
+        def one(point, key):
+            sol = simulate(with_point(model, point), save, solver=static.solver,
+                           key=as_key(key), throw=False)  # fmt: skip
+            return {v: sol.ys[v] for v in static.variables}, sol.ok, sol.status
 
-    ys, ok, status = jax.vmap(one)(lanes["points"], lanes["key"])
+        ys, ok, status = jax.vmap(one)(lanes["points"], lanes["key"])
     valid = lanes["valid"] & ok
     out = block_partials(ys, valid, static.block)
     for var in static.quantiles:
@@ -86,10 +91,25 @@ def _chunk(model_dyn, save, lanes, ranges, static: _Static):
     return out
 
 
+def _ensemble_paths(model, save, lanes, static: _Static, mesh: Mesh):
+    """`(ys, ok, status)` of a chunk's paths, integrated by the ensemble engine: each
+    device its own lanes, in blocks (as a sweep that keeps the paths does)."""
+
+    def solve(points, keys):
+        sol = run_ensemble(model, points, save, static.solver, keys=keys)
+        return {v: sol.ys[v] for v in static.variables}, sol.ok, sol.status
+
+    batch = PartitionSpec(dist.BATCH_AXIS)
+    local = jax.shard_map(solve, mesh=mesh, in_specs=(batch, batch), out_specs=batch,
+                          check_vma=False)  # fmt: skip
+    return local(lanes["points"], lanes["key"])
+
+
 @lru_cache(maxsize=8)
 def _compiled(mesh: Mesh):
     rep, batch = NamedSharding(mesh, PartitionSpec()), dist.batch_sharding(mesh)
-    return jax.jit(_chunk, static_argnums=4, in_shardings=(rep, rep, batch, rep))
+    chunk = functools.partial(_chunk, mesh=mesh)
+    return jax.jit(chunk, static_argnums=4, in_shardings=(rep, rep, batch, rep))
 
 
 class _Runner:
@@ -125,7 +145,7 @@ class _Runner:
         put = lambda x: jax.device_put(np.asarray(x[rows], dtype), self.rep)  # noqa: E731
         ranges = {v: (put(ranges[v][0]), put(ranges[v][1])) for v in quantiles}
         static = _Static(self.tree, self.setup.solver.settings, self.setup.plan.variables,
-                         quantiles, block, segments)  # fmt: skip
+                         quantiles, block, segments, self.setup.engine)  # fmt: skip
         out = _compiled(self.mesh)(self.model_dyn, self.save, device, ranges, static)
         return jax.tree.map(np.asarray, out), first
 
@@ -260,7 +280,8 @@ def _chunk_size(setup, spec: PathSweep, options: SweepOptions, n_dev: int) -> in
     total = spec.n_points * setup.padded
     cpu = all(d.platform == "cpu" for d in (options.devices or jax.devices()))
     size = choose_chunk_size(total, n_dev, setup.per_traj, options.memory_budget,
-                             options.chunk_size, cpu=cpu)  # fmt: skip
+                             options.chunk_size, cpu=cpu,
+                             ensemble=setup.engine == "ensemble")  # fmt: skip
     if setup.plan.quantiles and options.chunk_size is None:
         per_point = setup.times.n_saved * (BINS + 2) * 4 * len(setup.plan.quantiles)
         points = max(1, options.memory_budget // 4 // per_point - 2)

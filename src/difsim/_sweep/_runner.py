@@ -52,8 +52,11 @@ class _Static:
 def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
     model = eqx.combine(model_dyn, jax.tree.unflatten(static.model[0], static.model[1]))
     if static.engine == "ensemble":
-        # Every lane at once; then what is kept, lane by lane (cheap: no solve).
-        sol = run_ensemble(model, points, times, static.solver.settings)
+        # Every lane at once; then what is kept, lane by lane (cheap: no solve). A Monte
+        # Carlo path's key goes to the engine, which draws the path's increments.
+        points = dict(points)
+        keys = points.pop(KEY_ENTRY, None)
+        sol = run_ensemble(model, points, times, static.solver.settings, keys=keys)
         kept = jax.vmap(static.keep.evaluate)(sol.model, sol)
         return dict(kept, status=sol.status, num_steps=sol.num_steps)
 

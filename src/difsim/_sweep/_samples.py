@@ -156,14 +156,3 @@ def sde_solver_choice(model: Model, options: SweepOptions) -> SolverChoice:
         dt0=settings.dt0,
         max_steps=int(settings.max_steps),
     )
-
-
-def stochastic_engine(requested: str) -> tuple[str, str]:
-    """`(engine, why not the ensemble engine)` of a stochastic model's sweep: diffrax.
-
-    **Raises:** `ValueError` for `engine="ensemble"`.
-    """
-    reason = "a stochastic model: the ensemble engine integrates ODEs only"
-    if requested == "ensemble":
-        raise ValueError(f"engine='ensemble' cannot run this sweep: {reason}; use engine='auto'")
-    return "diffrax", reason

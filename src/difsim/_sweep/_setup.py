@@ -45,7 +45,7 @@ from difsim._sweep._memo import LRU, Unkeyable, freeze
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
 from difsim._sweep._resources import check_sweep_resources
-from difsim._sweep._samples import sde_solver_choice, stochastic_engine
+from difsim._sweep._samples import sde_solver_choice
 from difsim._sweep._spec import AbstractSweep
 
 logger = logging.getLogger("difsim")
@@ -259,10 +259,7 @@ def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _Mo
     # A model with events keeps each trajectory's event record too (`_events`).
     record = event_outputs(model, dtype, solver.max_events)
     outputs = tuple(plan.outputs(model, times.n_saved, dtype) + record)
-    if model.is_stochastic():  # the ensemble engine integrates ODEs: it would drop the noise
-        engine, fallback = stochastic_engine(options.engine)
-    else:
-        engine, fallback = choose_engine(options.engine, solver.settings, model)
+    engine, fallback = choose_engine(options.engine, solver.settings, model)
     # The engine is part of the result's identity: the two round differently, and a resumed
     # sweep must not mix their chunks.
     # Nothing here looks at the points' values: a random spec has not drawn them yet, and
