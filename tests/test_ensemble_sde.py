@@ -4,9 +4,12 @@ and kind of noise; Euler–Maruyama's strong and weak orders against exact solut
 per-lane statuses; and Monte Carlo sweeps that give the same numbers on both engines.
 """
 
+import dataclasses
 import json
+import logging
 
 import diffrax as dfx
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,6 +17,10 @@ import pytest
 
 import difsim as ds
 from difsim._core import StepBrownianPath
+from difsim._sweep._mc_setup import statistics_setup
+from difsim._sweep._monte_carlo import monte_carlo_spec
+from difsim._sweep._options import SweepOptions
+from difsim._sweep._setup import prepare
 from difsim.models import OrnsteinUhlenbeck
 
 LANES = 4
@@ -168,3 +175,155 @@ def test_max_steps_ends_every_lane_where_diffrax_does():
     np.testing.assert_array_equal(ens.num_steps, 8)
     np.testing.assert_allclose(ens.ys["x"][:, :3], ref.ys["x"][:, :3], rtol=1e-12)
     assert np.all(np.isnan(ens.ys["x"][:, 3:])) and np.all(np.isnan(ref.ys["x"][:, 3:]))
+
+
+class TrackedGBM(ds.Model):
+    """Geometric Brownian motion `x` beside the Brownian motion `w` that drives it and its
+    time integral `z` (one Brownian motion for all: general noise). Euler–Maruyama keeps
+    `w` exact, so `x`'s exact solution `exp((mu - sigma^2/2) t + sigma w)` is known on every
+    path; `(w, z)` is an additive-noise SDE whose exact `z` needs the path's space-time
+    Lévy areas."""
+
+    noise = ds.Noise(dim=1)
+    mu: float = ds.param(1.0)
+    sigma: float = ds.param(0.2)
+    state = ds.State(x=ds.Var(1.0), w=ds.Var(0.0), z=ds.Var(0.0))
+
+    def rhs(self, t, s):
+        return dict(x=self.mu * s.x, w=jnp.zeros_like(s.w), z=s.w)
+
+    def diffusion(self, t, s):
+        return dict(x=self.sigma * s.x * jnp.ones(1), w=jnp.ones(1))
+
+
+ORDER_LANES = 8192
+ORDER_DTS = [1 / 8, 1 / 16, 1 / 32]
+# Half the lanes with a strong drift and weak noise, whose weak error (O(h) in the drift)
+# dominates; half with strong noise and weak drift, whose strong error is the noise's
+# O(h^0.5) (with the first set's, the drift's O(h) would hide it).
+ORDER_POINTS = {
+    "mu": np.repeat([1.0, 0.05], ORDER_LANES // 2),
+    "sigma": np.repeat([0.2, 1.0], ORDER_LANES // 2),
+}
+
+
+@jax.jit
+def _exact_integral_of_w(keys, dt):
+    """`∫_0^1 W dt` of each lane's step-lattice path of step `dt` (and `W(1)`): over a step
+    of length h from W_k, `h (W_k + ΔW_k / 2 + H_k)` with H_k the step's space-time Lévy
+    area, drawn here from the path itself (`StepBrownianPath`, whose increments the engine
+    draws). Steps beyond `1 / dt` (up to the finest step's count) are masked: one compile."""
+    shape = jax.ShapeDtypeStruct((1,), jnp.float64)
+    k = jnp.arange(round(1 / min(ORDER_DTS)))
+    live = k < jnp.round(1 / dt)
+
+    def lane(key):
+        path = StepBrownianPath(0.0, 1.0, dt, key, shape, dfx.SpaceTimeLevyArea)
+        inc = jax.vmap(lambda a: path.evaluate(a, a + dt, use_levy=True))(k * dt)
+        w, hh = jnp.where(live, inc.W[:, 0], 0.0), jnp.where(live, inc.H[:, 0], 0.0)
+        start = jnp.cumsum(w) - w
+        return jnp.sum(jnp.where(live, dt * (start + w / 2 + hh), 0.0)), jnp.sum(w)
+
+    return jax.vmap(lane)(keys)
+
+
+def _slope(dts, errors) -> float:
+    return float(np.polyfit(np.log(dts), np.log(errors), 1)[0])
+
+
+def test_euler_maruyama_strong_and_weak_orders_against_exact_solutions():
+    model, keys = TrackedGBM(), jax.random.split(jax.random.key(5), ORDER_LANES)
+    mu, sigma = ORDER_POINTS["mu"], ORDER_POINTS["sigma"]
+    weak, strong = mu == 1.0, mu != 1.0
+    errors = {k: [] for k in ("strong x", "strong z", "weak mean", "weak square")}
+    for dt in ORDER_DTS:
+        sol = _ensemble_final(model, keys, ORDER_POINTS, dt)
+        x, w, z = (np.asarray(sol[v][:, -1]) for v in ("x", "w", "z"))
+        exact_x = np.exp((mu - sigma**2 / 2) + sigma * w)
+        exact_z, w_path = (np.asarray(a) for a in _exact_integral_of_w(keys, dt))
+        # The engine's w is the path's W(1): the increments are the path's.
+        np.testing.assert_allclose(w, w_path, rtol=1e-12, atol=1e-13)
+        errors["strong x"].append(np.mean(np.abs(x - exact_x)[strong]))
+        errors["strong z"].append(np.mean(np.abs(z - exact_z)))
+        # Weak errors E[f(X_h)] - E[f(X)], estimated on paired paths (the exact solution of
+        # the same path has the exact mean: the pairing only removes sampling noise).
+        errors["weak mean"].append(abs(np.mean((x - exact_x)[weak])))
+        errors["weak square"].append(abs(np.mean((x**2 - exact_x**2)[weak])))
+    orders = {k: _slope(ORDER_DTS, v) for k, v in errors.items()}
+    expected = {"strong x": 0.5, "strong z": 1.0, "weak mean": 1.0, "weak square": 1.0}
+    assert orders == pytest.approx(expected, abs=0.2)
+
+
+@eqx.filter_jit  # the step (a Python float) static
+def _ensemble_final(model, keys, points, dt):
+    sol = ds.simulate_ensemble(model, points, keys=keys, t0=0.0, t1=1.0, save="final",
+                               solver="euler", dt0=dt, brownian="steps")  # fmt: skip
+    return sol.ys
+
+
+MC_KEEP = ["x.mean", "x.var", "x.max"]
+MC_CONFIG = {
+    "model": {"name": "ornstein_uhlenbeck", "parameters": {"mu": 0.5}},
+    "time": {"t0": 0.0, "t1": 1.0, "save": 5},
+    "solver": {"name": "euler", "dt0": 0.05, "brownian": "steps", "dtype": "float64"},
+    "sweep": {"samples": 96, "seed": 3, "sigma": [0.3, 0.6], "keep": MC_KEEP},
+}
+
+
+def _settings(data) -> dict:
+    described = json.loads(data.attrs["sweep_settings"])
+    return {k: v for k, v in described.items() if k != "engine"}
+
+
+def test_monte_carlo_sweeps_give_the_same_numbers_on_both_engines():
+    spec = ds.GridSweep({"sigma": [0.3, 0.6]})
+    common = dict(t0=0.0, t1=1.0, save=5, solver="euler", dt0=0.05, brownian="steps")
+    model = OrnsteinUhlenbeck(mu=0.5)
+    stats = {
+        engine: ds.sweep(model, spec, samples=96, seed=3, keep=MC_KEEP, engine=engine, **common)
+        for engine in ("auto", "diffrax")
+    }
+    config = ds.run_config(MC_CONFIG, plot=False)
+    assert stats["auto"].attrs["engine"] == config.attrs["engine"] == "ensemble"
+    assert "engine_fallback" not in config.attrs
+    assert stats["diffrax"].attrs["engine"] == "diffrax"
+    for name in MC_KEEP:
+        ref = stats["diffrax"][name].values
+        assert np.all(np.isfinite(ref))
+        for data in (stats["auto"], config):
+            np.testing.assert_allclose(data[name].values, ref, rtol=1e-12, atol=1e-14)
+    # One hash per engine; everything else the sweep is identified by is the same, from
+    # Python or from a config. (That the statistics are those of the same paths kept whole
+    # is tests/test_monte_carlo.py's, both on the ensemble engine now.)
+    assert config.attrs["sweep_hash"] == stats["auto"].attrs["sweep_hash"]
+    assert stats["auto"].attrs["sweep_hash"] != stats["diffrax"].attrs["sweep_hash"]
+    assert _settings(stats["auto"]) == _settings(stats["diffrax"]) == _settings(config)
+
+
+def test_what_the_ensemble_engine_cannot_run_falls_back_with_its_reason(caplog):
+    model, base = OrnsteinUhlenbeck(), ds.GridSweep({"sigma": [0.3]})
+    common = dict(t0=0.0, t1=1.0, save=5, dt0=0.05, samples=4)
+    for given, reason in [
+        (dict(solver="milstein", brownian="steps"), "SDE solver 'milstein' has no ensemble"),
+        (dict(solver="euler"), "brownian='tree': the ensemble engine draws each fixed step"),
+        (dict(solver="shark", dt0=None), "adaptive steps: the ensemble engine takes fixed"),
+    ]:
+        for keep in ("final", ["x.mean"]):  # paths kept, statistics streamed
+            options = SweepOptions(**{**common, **given}, keep=keep)
+            spec, statistics = monte_carlo_spec(model, base, options)
+            with caplog.at_level(logging.INFO, logger="difsim"):
+                setup = (statistics_setup if statistics else prepare)(model, spec, options)
+            attrs = setup.attrs if statistics else setup.layout.attrs
+            assert attrs["engine"] == "diffrax" and reason in attrs["engine_fallback"]
+            assert f"the diffrax engine runs this sweep ({reason}" in caplog.text
+            caplog.clear()
+            insist = dataclasses.replace(options, engine="ensemble")
+            with pytest.raises(ValueError, match=f"'ensemble' cannot run this sweep: {reason}"):
+                (statistics_setup if statistics else prepare)(model, spec, insist)
+    with pytest.raises(ValueError, match="pass brownian='steps'"):
+        ds.simulate_ensemble(model, {}, keys=KEYS, t0=0.0, t1=1.0, solver="euler", dt0=0.1)
+    with pytest.raises(ValueError, match="OrnsteinUhlenbeck is stochastic: give each lane"):
+        ds.simulate_ensemble(model, {"sigma": SIGMAS}, t0=0.0, t1=1.0, dt0=0.1)
+    with pytest.raises(ValueError, match=r"points\['sigma'\] has 4 lanes, the others \(keys"):
+        ds.simulate_ensemble(model, {"sigma": SIGMAS}, keys=KEYS[:2], t0=0.0, t1=1.0,
+                             save="final", solver="euler", dt0=0.1, brownian="steps")  # fmt: skip

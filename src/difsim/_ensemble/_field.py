@@ -97,8 +97,9 @@ class BatchField(eqx.Module):
             for name, shape in zip(self.names, self.shapes)
         }
 
-    def initial(self, points) -> Lanes:
-        """Each lane's initial state, `{var: (lanes, *var_shape)}`."""
+    def initial(self, points, lanes: int | None = None) -> Lanes:
+        """Each lane's initial state, `{var: (lanes, *var_shape)}` (`lanes`: their number,
+        needed when `points` is empty: Monte Carlo paths of the model as it is)."""
 
         def one(point):
             values = with_point(self.model, point).initial_state().values
@@ -107,7 +108,7 @@ class BatchField(eqx.Module):
                 for name, shape in zip(self.names, self.shapes)
             }
 
-        return jax.vmap(one)(points)
+        return jax.vmap(one, axis_size=lanes)(points)
 
 
 class BlockRHS(eqx.Module):

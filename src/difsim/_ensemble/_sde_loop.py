@@ -69,8 +69,8 @@ def solve_sde_block(field: BatchField, plan: SDEPlan, points, t0, t1, ts, dt0):
     keys = jax.random.wrap_key_data(points.pop(KEY_DATA))
     f = BlockRHS(field, points)
     g = BlockNoise(field, points, keys, (t0, t1, dt0), plan.layout, plan.noise, plan.levy_area)
-    y0 = field.initial(points)
     lanes = keys.shape[0]
+    y0 = field.initial(points, lanes)
     dtype = field.dtype
     dt0 = jnp.asarray(dt0, dtype)  # the step in the state's precision, as `simulate` takes it
     # diffrax's ConstantStepSize: the count of steps, and each step's end from its index.
