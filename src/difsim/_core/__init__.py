@@ -5,6 +5,9 @@
 from difsim._core._adjoint import (
     check_backsolve as check_backsolve,
 )
+from difsim._core._brownian import (
+    StepBrownianPath as StepBrownianPath,
+)
 from difsim._core._custom_types import (
     RealScalarLike as RealScalarLike,
     SaveLike as SaveLike,
@@ -29,9 +32,6 @@ from difsim._core._model import (
     host_leaves as host_leaves,
     param as param,
 )
-from difsim._core._brownian import (
-    StepBrownianPath as StepBrownianPath,
-)
 from difsim._core._noise import (
     Noise as Noise,
     brownian_shape as brownian_shape,
@@ -49,8 +49,8 @@ from difsim._core._save import (
 )
 from difsim._core._sde import (
     brownian_path as brownian_path,
-    check_saves as check_saves,
     check_key as check_key,
+    check_saves as check_saves,
     levy_area as levy_area,
     noise_summary as noise_summary,
     sde_solver_settings as sde_solver_settings,
