@@ -32,7 +32,7 @@ from difsim._ensemble._field import node, with_point
 from difsim._ensemble._loop import Plan
 from difsim._ensemble._sde_loop import KEY_DATA, SDEPlan
 from difsim._ensemble._select import controller_for, method_for, sde_method_for, unsupported
-from difsim._ensemble._solve import Config, default_block, solve
+from difsim._ensemble._solve import Config, default_block, default_sde_block, solve
 
 
 def simulate_ensemble(
@@ -223,9 +223,10 @@ def run_ensemble(
     dyn, static = eqx.partition(model, eqx.is_array)
     n = next(iter(points.values())).shape[0] if keys is None else keys.shape[0]
     dt0 = None if settings.dt0 is None else float(settings.dt0)
+    block = default_sde_block(n, size) if keys is not None else default_block(n, size)
     cfg = Config(
         static, state.info, tuple(np.shape(v) for v in values), jnp.dtype(dtype), plan,
-        block_size or default_block(n, size), dt0, adjoint or make_adjoint("auto"),
+        block_size or block, dt0, adjoint or make_adjoint("auto"),
         block_size or default_block(n, size, reverse=True),
     )  # fmt: skip
     ts = times.save_times()
