@@ -69,8 +69,9 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{today()}; {machine_info()}; {versions()}")
     print(f"load average before: {load_average()}; XLA_FLAGS={os.environ.get('XLA_FLAGS')}")
-    print(f"double well, Euler–Maruyama, dt0 = 0.01, t1 = {args.t1:g} "
-          f"({round(args.t1 / 0.01)} steps), float64; CPU/wall medians of {args.repeats}")  # fmt: skip
+    steps = round(args.t1 / 0.01)
+    print(f"double well, Euler–Maruyama, dt0 = 0.01, t1 = {args.t1:g} ({steps} steps), "
+          f"float64; CPU/wall medians of {args.repeats}")  # fmt: skip
     header = f"{'paths':>8} {'kept':>10} {'ensemble CPU':>13} {'diffrax CPU':>12} {'ratio':>6}"
     print(header + f" {'ensemble wall':>14} {'diffrax wall':>13}  load")
     for n in args.paths:
