@@ -103,11 +103,7 @@ def solve_block(field: BatchField, plan: Plan, points, t0, t1, ts, dt0) -> tuple
         lambda c: jnp.any(c.status == RUNNING), body, carry,
         max_steps=plan.max_steps, buffers=lambda c: c.saved,
     )  # fmt: skip
-    if ts is None:
-        good = carry.status == Status.SUCCESS
-        ys = {k: jnp.where(per_lane(good, v), v, jnp.nan)[:, None] for k, v in carry.y.items()}
-    else:
-        ys = {k: v[:, :-1] for k, v in carry.saved.items()}
+    ys = block_outputs(carry.status, carry.y, carry.saved, ts)
     stats = dict(
         status=carry.status,
         num_steps=carry.steps[0],
@@ -115,6 +111,15 @@ def solve_block(field: BatchField, plan: Plan, points, t0, t1, ts, dt0) -> tuple
         num_rejected_steps=carry.steps[2],
     )
     return ys, stats
+
+
+def block_outputs(status, y: Lanes, saved: dict[str, Array], ts) -> dict[str, Array]:
+    """A finished block's `{var: (lanes, time, *shape)}`: with `ts` the saved rows (the
+    scratch row dropped), else the final state, NaN for lanes that did not succeed."""
+    if ts is not None:
+        return {k: v[:, :-1] for k, v in saved.items()}
+    good = status == Status.SUCCESS
+    return {k: jnp.where(per_lane(good, v), v, jnp.nan)[:, None] for k, v in y.items()}
 
 
 def _body(c: Carry, f, plan: Plan, t1, floor, ts) -> Carry:

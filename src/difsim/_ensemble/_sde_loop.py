@@ -19,7 +19,7 @@ from jaxtyping import Array, Float, Int
 from difsim._core import Layout, Noise
 from difsim._ensemble._control import all_finite, clip_floor
 from difsim._ensemble._field import BatchField, BlockRHS, Lanes, per_lane
-from difsim._ensemble._loop import RUNNING, Plan
+from difsim._ensemble._loop import RUNNING, Plan, block_outputs
 from difsim._ensemble._noise import BlockNoise
 from difsim._ensemble._sde_methods import AbstractSDEMethod
 from difsim._status import Status
@@ -114,11 +114,7 @@ def solve_sde_block(field: BatchField, plan: SDEPlan, points, t0, t1, ts, dt0):
         lambda c: jnp.any(c.status == RUNNING), body, carry,
         max_steps=plan.max_steps, buffers=lambda c: c.saved,
     )  # fmt: skip
-    if ts is None:
-        done = carry.status == Status.SUCCESS
-        ys = {k: jnp.where(per_lane(done, v), v, jnp.nan)[:, None] for k, v in carry.y.items()}
-    else:
-        ys = {k: v[:, :-1] for k, v in carry.saved.items()}
+    ys = block_outputs(carry.status, carry.y, carry.saved, ts)
     zeros = jnp.zeros((lanes,), jnp.int32)
     stats = dict(status=carry.status, num_steps=carry.steps,
                  num_accepted_steps=carry.steps, num_rejected_steps=zeros)  # fmt: skip
