@@ -22,6 +22,7 @@ Each solver compiles once: the step and the model's parameters are traced argume
 
 import functools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -94,18 +95,18 @@ def _solve(name: str):
     return solve
 
 
-@functools.cache
-def _exact_solve(name: str):
-    def one(model, key, dt):
-        w = ds.brownian_path(model, key, 0.0, T, solver=name, dt0=dt).evaluate(0.0, T)[0]
-        return jnp.arctan(model.c * T + model.a * w + jnp.tan(0.5))
-
-    return jax.jit(jax.vmap(one, in_axes=(None, 0, None)))
+@eqx.filter_jit
+def _w_T(paths):
+    """`W_T` of each of a batch of Brownian paths: compiled once per kind of path (the
+    solvers that draw the same Lévy area integrate against the same paths)."""
+    return jax.vmap(lambda path: path.evaluate(0.0, T)[0])(paths)
 
 
 def _exact(model, keys, name: str, dt: float):
-    """The exact `X_T` of the arctan process on each key's Brownian path."""
-    return _exact_solve(name)(model, keys, np.float64(dt))
+    """The exact `X_T` of the arctan process on each key's Brownian path: the path `name`
+    integrates against."""
+    paths = jax.vmap(lambda key: ds.brownian_path(model, key, 0.0, T, solver=name, dt0=dt))(keys)
+    return jnp.arctan(model.c * T + model.a * _w_T(paths) + jnp.tan(0.5))
 
 
 def _slope(steps, errors) -> float:
