@@ -66,7 +66,7 @@ def test_reverse_mode_matches_forward_mode_finite_differences_and_diffrax():
         sol = jax.vmap(lambda k: ds.simulate(OSC.replace(c=c, k=k), **KW))(k)
         return jnp.sum(sol.ys["x"] ** 2) + jnp.sum(sol.ys["v"])
 
-    ref = jax.grad(diffrax_loss, argnums=(0, 1))(0.3, K)
+    ref = jax.jit(jax.grad(diffrax_loss, argnums=(0, 1)))(0.3, K)
     np.testing.assert_allclose(reverse[0], ref[0], rtol=1e-9)
     np.testing.assert_allclose(reverse[1], ref[1], rtol=1e-9)
 
@@ -86,10 +86,10 @@ def test_auto_goes_reverse_for_many_parameters(monkeypatch):
         return jnp.sum(sol.ys["x"][:, -1] ** 3)
 
     W = W0
-    g = jax.grad(loss)(W)  # 9 scalars > 4: reverse mode
+    g = jax.jit(jax.grad(loss))(W)  # 9 scalars > 4: reverse mode
     assert calls
     calls.clear()
-    g_forward = jax.grad(lambda W: loss(W, "forward"))(W)
+    g_forward = jax.jit(jax.grad(lambda W: loss(W, "forward")))(W)
     assert not calls
     np.testing.assert_allclose(g, g_forward, rtol=1e-12)
     eps = 1e-6
@@ -98,7 +98,7 @@ def test_auto_goes_reverse_for_many_parameters(monkeypatch):
     np.testing.assert_allclose(g[1, 2], (primal(W + dW) - primal(W - dW)) / (2 * eps), rtol=1e-7)
     # With respect to the swept initial values: 3 per lane, one tangent each covering
     # every lane, so forward mode.
-    jax.grad(lambda x0: loss(W, x0=x0))(x0)
+    jax.jit(jax.grad(lambda x0: loss(W, x0=x0)))(x0)
     assert not calls
 
 

@@ -23,6 +23,10 @@ def _loss(model, rho):
     return sum(jnp.sum(sol.ys[v] ** 2) for v in "xyz")
 
 
+# Jitted once: an eager ensemble solve compiles its loop again at every call.
+_loss_jit = jax.jit(_loss)
+
+
 def _loss_diffrax(model, rho):
     sol = jax.vmap(lambda r: ds.simulate(model.replace(rho=r), **KW))(rho)
     return sum(jnp.sum(sol.ys[v] ** 2) for v in "xyz")
@@ -38,17 +42,17 @@ def test_grad_matches_finite_differences(grads):
     eps = 1e-6
     for name in ("sigma", "beta"):
         value = getattr(MODEL, name)
-        up = _loss(MODEL.replace(**{name: value + eps}), RHO)
-        down = _loss(MODEL.replace(**{name: value - eps}), RHO)
+        up = _loss_jit(MODEL.replace(**{name: value + eps}), RHO)
+        down = _loss_jit(MODEL.replace(**{name: value - eps}), RHO)
         np.testing.assert_allclose(getattr(g_model, name), (up - down) / (2 * eps), rtol=1e-6)
     for i in (3, 9):
-        up, down = _loss(MODEL, RHO.at[i].add(eps)), _loss(MODEL, RHO.at[i].add(-eps))
+        up, down = _loss_jit(MODEL, RHO.at[i].add(eps)), _loss_jit(MODEL, RHO.at[i].add(-eps))
         np.testing.assert_allclose(g_rho[i], (up - down) / (2 * eps), rtol=1e-6)
 
 
 def test_grad_matches_diffrax(grads):
     g_model, g_rho = grads
-    ref_model, ref_rho = jax.grad(_loss_diffrax, argnums=(0, 1))(MODEL, RHO)
+    ref_model, ref_rho = jax.jit(jax.grad(_loss_diffrax, argnums=(0, 1)))(MODEL, RHO)
     for name in ("sigma", "beta", "rho"):
         np.testing.assert_allclose(getattr(g_model, name), getattr(ref_model, name), rtol=1e-9)
     np.testing.assert_allclose(g_rho, ref_rho, rtol=1e-9, atol=1e-12)
@@ -56,11 +60,12 @@ def test_grad_matches_diffrax(grads):
 
 def test_forward_mode():
     # jvp in one direction and jacfwd over a parameter equal the reverse-mode gradient.
+    @jax.jit
     def finals(sigma):
         return simulate_ensemble(MODEL.replace(sigma=sigma), {"rho": RHO}, **KW).ys["z"][:, -1]
 
-    jac = jax.jacfwd(finals)(10.0)
-    _, tangent = jax.jvp(finals, (10.0,), (1.0,))
+    jac = jax.jit(jax.jacfwd(finals))(10.0)
+    _, tangent = jax.jit(lambda s, t: jax.jvp(finals, (s,), (t,)))(10.0, 1.0)
     np.testing.assert_allclose(jac, tangent, rtol=1e-12)
     eps = 1e-6
     np.testing.assert_allclose(
@@ -72,11 +77,12 @@ def test_initial_state_gradient():
     # Swept initial values are differentiable too (one tangent gives every lane's).
     x0 = jnp.array([0.5, 1.0, 2.0])
 
+    @jax.jit
     def loss(x0):
         sol = simulate_ensemble(MODEL, {"state.x": x0}, **KW)
         return jnp.sum(sol.ys["z"] ** 2)
 
-    g = jax.grad(loss)(x0)
+    g = jax.jit(jax.grad(loss))(x0)
     eps = 1e-6
     fd = jnp.array(
         [(loss(x0.at[i].add(eps)) - loss(x0.at[i].add(-eps))) / (2 * eps) for i in range(3)]
