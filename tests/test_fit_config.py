@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from difsim._config._load import ConfigError, load_config
+from difsim._config._load import load_config
 
+from .config_helpers import config_error
 from .helpers import with_key
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,12 +27,6 @@ FIT = {
 def _fit_with(path: str, value):
     """FIT with the dotted key `path` set to `value` (or removed, for `...`)."""
     return with_key(FIT, path, value)
-
-
-def _error(raw, **kw) -> ConfigError:
-    with pytest.raises(ConfigError) as info:
-        load_config(raw, **kw)
-    return info.value
 
 
 FIT_ERROR_CASES = [
@@ -86,7 +81,7 @@ FIT_ERROR_CASES = [
     ids=[f"{c[0]}={c[1]!r}"[:40] for c in FIT_ERROR_CASES],
 )
 def test_fit_errors_name_key_and_allowed_values(path, value, key, fragments):
-    error = _error(_fit_with(path, value))
+    error = config_error(_fit_with(path, value))
     assert error.key == key
     for fragment in fragments:
         assert fragment in str(error), (fragment, str(error))
@@ -127,5 +122,5 @@ def test_data_values_are_checked_when_the_config_is(tmp_path):
     }
     for name, (broken, fragment) in cases.items():
         broken.to_netcdf(tmp_path / name)
-        error = _error(_fit_with("fit.data", str(tmp_path / name)))
+        error = config_error(_fit_with("fit.data", str(tmp_path / name)))
         assert error.key == "fit.data" and fragment in str(error), str(error)
