@@ -22,6 +22,7 @@ from difsim._core._event import (
     TimeEvent as TimeEvent,
 )
 from difsim._core._event_plan import (
+    check_max_events as check_max_events,
     declared_events as declared_events,
 )
 from difsim._core._event_record import (

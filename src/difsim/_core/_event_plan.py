@@ -103,10 +103,7 @@ def plan_events(
     )
     if max_events is None:
         max_events = _class_cap(type(model))
-    if isinstance(max_events, bool) or not isinstance(max_events, int | np.integer):
-        raise TypeError(f"max_events must be a positive integer, got {max_events!r}")
-    if max_events < 1:
-        raise ValueError(f"max_events must be at least 1, got {max_events}")
+    max_events = check_max_events(max_events)
     for e in events:
         _check_event(e, model, layout)
     if np.ndim(atol) != 0:
@@ -158,3 +155,18 @@ def _fits(got: tuple[int, ...], shape: tuple[int, ...]) -> bool:
         return np.broadcast_shapes(got, shape) == shape
     except ValueError:
         return False
+
+
+def check_max_events(max_events: Any) -> int | None:
+    """`None`, or `max_events` as a positive `int` (what [`simulate`][] and sweeps take).
+
+    **Raises:** `TypeError` (not an integer, a bool included) or `ValueError` (below 1),
+    naming `max_events`.
+    """
+    if max_events is None:
+        return None
+    if isinstance(max_events, bool) or not isinstance(max_events, int | np.integer):
+        raise TypeError(f"max_events must be a positive integer, got {max_events!r}")
+    if max_events < 1:
+        raise ValueError(f"max_events must be at least 1, got {max_events}")
+    return int(max_events)

@@ -18,25 +18,10 @@ import diffrax as dfx
 import jax
 import numpy as np
 
-from difsim._core import SolverSettings
+from difsim._core import SolverSettings, check_max_events
 from difsim._resources import parse_bytes as parse_bytes
 
 DEFAULT_MEMORY_BUDGET = 2**30  # bytes per chunk (1 GiB)
-
-
-def check_max_events(max_events: Any) -> int | None:
-    """`None`, or `max_events` as a positive `int` (as [`simulate`][] checks it).
-
-    **Raises:** `TypeError` (not an integer, a bool included) or `ValueError` (below 1),
-    naming `max_events`.
-    """
-    if max_events is None:
-        return None
-    if isinstance(max_events, bool) or not isinstance(max_events, int | np.integer):
-        raise TypeError(f"max_events must be a positive integer, got {max_events!r}")
-    if max_events < 1:
-        raise ValueError(f"max_events must be at least 1, got {max_events}")
-    return int(max_events)
 
 
 def check_chunk_size(chunk_size: Any) -> int | None:
