@@ -55,6 +55,7 @@ from _ensemble_analysis import (  # noqa: E402
     step_flops,
     vector_peak,
 )
+from _ensemble_overhead import bench_overhead, overhead_summary, render_overhead  # noqa: E402
 from _ensemble_problems import (  # noqa: E402
     L96,
     LORENZ,
@@ -76,7 +77,7 @@ from _ensemble_report import render, render_header, summary  # noqa: E402
 
 from difsim._ensemble._solve import default_block  # noqa: E402
 
-SECTIONS = ("lorenz", "blocks", "lorenz96", "grad", "flops", "hlo")
+SECTIONS = ("lorenz", "overhead", "blocks", "lorenz96", "grad", "flops", "hlo")
 
 
 def contenders(problem: Problem, chunk: int, which: str) -> dict:
@@ -213,6 +214,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-l96-n", type=int, default=1_000, help="N of the Lorenz-96 gradient")
     p.add_argument("--fma-units", type=int, default=2, help="FMA pipes per core (peak)")
     p.add_argument("--vector-bits", type=int, help="vector width of the peak (default 256)")
+    p.add_argument("--overhead-sizes", type=parse_sizes,
+                   help="sizes of the overhead section (default 1e4,1e5)")
+    p.add_argument("--overhead-rounds", type=int, default=60,
+                   help="interleaved rounds of the overhead section (60)")
+    p.add_argument("--twins", type=int, default=3,
+                   help="compilations of each engine program in the overhead section (3)")
     p.add_argument("--skip", nargs="+", default=[], choices=SECTIONS)
     p.add_argument("--markdown", type=Path, metavar="PATH", help="write Markdown tables here")
     p.add_argument("--json", type=Path, metavar="PATH", help="write raw results here")
@@ -235,6 +242,10 @@ def main(argv=None) -> dict:
     print(render_header(report), flush=True)
     if "lorenz" not in args.skip:
         report["lorenz"] = bench_problem(LORENZ, sizes, "abcde", args)
+    if "overhead" not in args.skip:
+        report["overhead"] = bench_overhead(
+            LORENZ, args.overhead_sizes or [10_000, 100_000], args.overhead_rounds, args.twins
+        )
     if "blocks" not in args.skip:
         print(f"  block sizes at N = {args.block_n:,} ...", flush=True)
         report["blocks"] = [
@@ -251,8 +262,12 @@ def main(argv=None) -> dict:
     if "hlo" not in args.skip:
         report["hlo"] = hlo_census(1024)
     report["load_after"] = load_average()
-    print("\n" + render(report, markdown=False) + "\n\n" + summary(report))
-    text = render_header(report) + "\n\n" + render(report, markdown=True)
+    overhead = report.get("overhead")
+    extra = lambda md: "\n\n" + render_overhead(overhead, md) if overhead else ""  # noqa: E731
+    verdicts = "\n".join(overhead_summary(overhead)) if overhead else ""
+    print("\n" + render(report, markdown=False) + extra(False) + "\n\n" + summary(report)
+          + "\n" + verdicts)  # fmt: skip
+    text = render_header(report) + "\n\n" + render(report, markdown=True) + extra(True)
     write_reports(report, args.markdown, args.json, text)
     return report
 

@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 MEMORY_ENV = "DIFSIM_MEMORY_LIMIT"
@@ -170,9 +171,11 @@ def _cgroup_available() -> int | None:
 
 
 # ---------------------------------------------------------------- checks
-def check_memory(needed: float, what: str, key: str, advice: str = "") -> None:
+def check_memory(needed: float, what: str | Callable[[], str], key: str, advice: str = "") -> None:
     """Raise [`ResourceError`][] when `needed` bytes (for `what`, set by `key`) exceed the
-    memory limit. The message reads `key: what needs about N, more than L (source); advice`."""
+    memory limit. The message reads `key: what needs about N, more than L (source); advice`.
+    `what` may be a function giving the text, called only for the message (a check on
+    every repeat of a small sweep need not format it)."""
     _check(needed, memory_limit(), "memory", MEMORY_ENV, what, key, advice)
 
 
@@ -184,9 +187,10 @@ def check_disk(
     _check(needed, disk_limit(path), "disk", DISK_ENV, what, key, advice)
 
 
-def _check(needed, found, resource: str, env: str, what: str, key: str, advice: str) -> None:
+def _check(needed, found, resource: str, env: str, what, key: str, advice: str) -> None:
     limit, source = found
     if limit is not None and needed > limit:
+        what = what() if callable(what) else what
         raise ResourceError(
             f"{key}: {what} would need about {format_bytes(needed)} of {resource}, more than "
             f"{format_bytes(limit)} ({source})"

@@ -78,7 +78,9 @@ class OutputLayout:
 def status_counts(status: np.ndarray) -> dict[int, int]:
     """`{status code: count}` of the codes present."""
     status = np.asarray(status).ravel()
-    if status.size and status.min() >= 0:  # the codes are small: one counting pass
+    if not np.count_nonzero(status):  # all succeeded (the usual case): one fast pass
+        return {int(Status.SUCCESS): status.size} if status.size else {}
+    if status.min() >= 0:  # the codes are small: one counting pass
         return {code: int(n) for code, n in enumerate(np.bincount(status)) if n}
     codes, counts = np.unique(status, return_counts=True)
     return {int(c): int(n) for c, n in zip(codes, counts)}
@@ -277,10 +279,14 @@ def _fixed_values(model, spec) -> dict[str, Any]:
 
 
 def count_attrs(counts: dict[int, int]) -> dict[str, int]:
+    """`{"n_success": …, "n_<status>": …}` of the codes in `counts` (success always)."""
     out = {"n_success": counts.get(int(Status.SUCCESS), 0)}
     for code, n in sorted(counts.items()):
-        out[f"n_{Status(code).name.lower()}"] = n
+        out[_COUNT_NAMES[code]] = n
     return out
+
+
+_COUNT_NAMES = {int(s): f"n_{s.name.lower()}" for s in Status}
 
 
 def counts_from_file(path: Path) -> dict[int, int]:

@@ -40,6 +40,10 @@ def freeze(value: Any) -> Hashable:
 
     **Raises:** `Unkeyable` for anything else, or a static field that is not hashable.
     """
+    # Modules first: a failed `isinstance` on an equinox module reads its `__class__`
+    # through the module's Python `__getattribute__`, ~0.3 µs for each class tried.
+    if isinstance(value, eqx.Module):
+        return _module_key(value)
     if isinstance(value, _SCALARS):
         return (type(value), value)
     if isinstance(value, np.ndarray | jax.Array):
@@ -48,8 +52,6 @@ def freeze(value: Any) -> Hashable:
             raise Unkeyable("an object array")
         digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).digest()
         return ("array", array.dtype.str, array.shape, digest)
-    if isinstance(value, eqx.Module):
-        return _module_key(value)
     if isinstance(value, list | tuple):
         return (type(value).__name__, tuple(freeze(v) for v in value))
     if isinstance(value, Mapping):
@@ -74,7 +76,7 @@ def _module_key(module: eqx.Module) -> Hashable:
         hash(treedef)
     except TypeError as e:
         raise Unkeyable(f"a {type(module).__name__} with an unhashable field") from e
-    key = ("module", treedef, tuple(freeze(leaf) for leaf in leaves))
+    key = _HashedKey(("module", treedef, tuple(freeze(leaf) for leaf in leaves)))
     # A NumPy array leaf could be written into in place: such modules are hashed each time.
     if all(isinstance(leaf, _IMMUTABLE) for leaf in leaves):
         ident = id(module)
@@ -88,6 +90,28 @@ def _module_key(module: eqx.Module) -> Hashable:
         except TypeError:  # not weakly referenceable: not remembered
             pass
     return key
+
+
+class _HashedKey:
+    """A key that hashes its contents once: a model's key (a nested tuple of its structure
+    and leaves) is looked up on every sweep, and a tuple recomputes its hash each time.
+    Equal to another exactly when the contents are equal."""
+
+    __slots__ = ("contents", "_hash")
+
+    def __init__(self, contents: Hashable):
+        self.contents = contents
+        self._hash = hash(contents)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, _HashedKey)
+            and self._hash == other._hash
+            and self.contents == other.contents
+        )
 
 
 class LRU(Generic[_V]):

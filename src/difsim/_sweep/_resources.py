@@ -64,11 +64,14 @@ def check_sweep_resources(
             "draw fewer samples",
         )
     per_point = result_bytes(outputs)
-    what = f"the results of {n:,} trajectories ({per_point:,} bytes each)"
+
+    def what() -> str:  # formatted only for a refusal
+        return f"the results of {n:,} trajectories ({per_point:,} bytes each)"
+
     if options.output is None:
         check_memory(
             n * per_point,
-            what + ", held in memory without an output",
+            lambda: what() + ", held in memory without an output",
             "spec",
             "sweep fewer points, keep less (keep=[...]), or give output= to write the "
             "results to disk chunk by chunk",
@@ -78,7 +81,7 @@ def check_sweep_resources(
         check_disk(
             max(0, 2 * n * per_point - stored),
             options.output,
-            what + " in the chunk store and the netCDF file",
+            what() + " in the chunk store and the netCDF file",
             "output",
             "sweep fewer points, keep less (keep=[...]), or write the output elsewhere",
         )

@@ -145,7 +145,10 @@ def run_chunks(
         # Cast to the layout's dtypes: what the file and a resumed run expect, whatever the
         # model's observables returned.
         # One gather for all variables: one collective per chunk in a multi-process run.
-        host = {k: v[:n].astype(dtypes[k], copy=False) for k, v in dist.to_host(out).items()}
+        host = dist.to_host(out)
+        if n < size:  # drop the padding
+            host = {k: v[:n] for k, v in host.items()}
+        host = {k: v.astype(dtypes[k], copy=False) for k, v in host.items()}
         finished(i, host)
 
     pending = None

@@ -29,6 +29,7 @@ from difsim._core import (
 from difsim._ensemble import unsupported
 from difsim._io import attr_value
 from difsim._sweep._chunking import bytes_per_trajectory
+from difsim._sweep._dataset import DatasetTemplate
 from difsim._sweep._events import event_attrs, event_outputs, with_event_cap
 from difsim._sweep._layout import (
     OutputLayout,
@@ -88,26 +89,14 @@ class SweepSetup:
         """The hash of `settings`: identifies the sweep's result."""
         return self.layout.attrs["sweep_hash"]
 
-    def dataset(self, arrays: dict[str, np.ndarray]) -> xr.Dataset:
-        """The Dataset of flat `arrays` (`{name: (size, *tail)}`), as
-        `layout.to_dataset(arrays)` builds it, but from a template built once: `arrays`
-        become its variables without a copy, the attributes are the caller's own copy, and
-        so are the coordinates that are not indexes (indexes are immutable)."""
+    def dataset(self, arrays: dict[str, np.ndarray], attrs: dict | None = None) -> xr.Dataset:
+        """The Dataset of flat `arrays` (`{name: (size, *tail)}`) with `attrs` added, as
+        `layout.to_dataset(arrays)` builds it, but from a template built once (see
+        [`DatasetTemplate`][]): `arrays` become its variables without a copy."""
         template = self.memo.get("dataset")
         if template is None:
-            # Variables of zero-stride views: the template holds no data of its own.
-            empty = {
-                name: np.broadcast_to(np.zeros((), dtype), (self.layout.size, *tail))
-                for name, (_, tail, dtype, _) in self.layout.variables.items()
-            }
-            template = self.memo["dataset"] = self.layout.to_dataset(empty)
-            self.memo["plain coords"] = [n for n in template.coords if n not in template.xindexes]
-        shapes = {k: template.variables[k].shape for k in arrays}
-        out = template.copy(deep=False, data={k: v.reshape(shapes[k]) for k, v in arrays.items()})
-        for name in self.memo["plain coords"]:
-            variable = out.variables[name]
-            variable.data = variable.values.copy()
-        return out
+            template = self.memo["dataset"] = DatasetTemplate(self.layout)
+        return template.fill(arrays, attrs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,13 +166,14 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
         signature = None
     if signature is None or spec.size > CACHED_POINTS:
         return _setup(part, model, spec, options)
-    points = {k: v for k, (_, v, _) in spec.coords(np.float64).items()}
+    points = spec.point_values()
     for i, (seen, values, setup) in enumerate(part.setups):
         if seen == signature and _same_points(values, points):
             part.setups.append(part.setups.pop(i))  # the most recent last
             return setup
     setup = _setup(part, model, spec, options)
-    part.setups.append((signature, points, setup))
+    # A copy: the spec's values may be the caller's array, which they may write into.
+    part.setups.append((signature, {k: v.copy() for k, v in points.items()}, setup))
     del part.setups[:-_SETUPS_PER_PART]
     return setup
 
@@ -217,15 +207,15 @@ def _part_key(model: Model, spec: AbstractSweep, options: SweepOptions) -> Hasha
     try:
         # Plain scalars (names, numbers, None: the usual settings) are keyed with their types
         # directly; anything else by its contents.
-        plain = all(isinstance(v, _PLAIN) for v in given)
-        settings_key = (given, tuple(map(type, given))) if plain else freeze(given)
+        types = tuple(map(type, given))
+        settings_key = (given, types) if _PLAIN.issuperset(types) else freeze(given)
         keys = (type(spec), spec.keys)
         return (freeze(model), keys, settings_key, bool(jax.config.jax_enable_x64))
     except Unkeyable:
         return None
 
 
-_PLAIN = (str, int, float, bool, type(None))
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 @functools.cache

@@ -60,6 +60,11 @@ class AbstractSweep(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """A JSON-able summary, e.g. for output attributes."""
 
+    def point_values(self) -> dict[str, np.ndarray]:
+        """`{key: float64 coordinate values}` as the spec holds them (no copy where it
+        can: do not write into them), to compare two specs' points cheaply."""
+        return {k: v for k, (_, v, _) in self.coords(np.float64).items()}
+
     @property
     def size(self) -> int:
         """Number of points (trajectories)."""
@@ -135,6 +140,9 @@ class GridSweep(AbstractSweep):
     def describe(self):
         return {"kind": self.kind, "shape": list(self.shape), "keys": list(self.keys)}
 
+    def point_values(self):
+        return self.values
+
     def __repr__(self):
         return f"GridSweep({{{_summary(self.values)}}})"
 
@@ -171,6 +179,9 @@ class ZipSweep(AbstractSweep):
 
     def describe(self):
         return {"kind": self.kind, "shape": list(self.shape), "keys": list(self.keys)}
+
+    def point_values(self):
+        return self.values
 
     def __repr__(self):
         return f"ZipSweep({{{_summary(self.values)}}}, dim={self.dim!r})"
@@ -256,6 +267,9 @@ class RandomSweep(AbstractSweep):
 
     def points(self, start, stop, dtype):
         return {k: v[start:stop].astype(dtype) for k, v in self.draws().items()}
+
+    def point_values(self):
+        return self.draws()
 
     def coords(self, dtype):
         return {

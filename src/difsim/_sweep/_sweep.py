@@ -205,44 +205,69 @@ def run_sweep(
     start = time.perf_counter()
     setup = prepare(model, spec, options)
     mesh = _mesh(tuple(jax.devices()) if options.devices is None else options.devices)
+    # Processes given different configs would run different programs in lockstep and hang
+    # or mix results: refuse on every process instead.
+    dist.check_same_everywhere(setup.sweep_hash, "the sweep's settings")
+    if options.output is None:
+        return _run_in_memory(model, spec, options, setup, mesh, start)
     writer, output = dist.is_writer(), options.output
-    location = None if output is None else StoreLocation.of(output, options.store)
+    location = StoreLocation.of(output, options.store)
     chunking = plan_chunking(
         spec.size, setup.per_traj, options.chunk_size, options.memory_budget,
         options.devices, mesh.devices.size, location if writer else None,
         ensemble=setup.engine == "ensemble",
-        in_memory=_in_memory(options),
     )  # fmt: skip
     # Only the writer read the stored chunk size (a resume on another device count keeps
     # it): every process must run the same chunks.
     size = int(dist.broadcast_from_writer(np.asarray(chunking.size, np.int64)))
     chunking = dataclasses.replace(chunking, size=size)
     # Every process has the store: each writes its share of the chunks (`ChunkStore.join`).
-    store = None if output is None else _chunk_store(output, location, setup, chunking)
-    # Processes given different configs would run different programs in lockstep and hang
-    # or mix results: refuse on every process instead.
-    dist.check_same_everywhere(setup.sweep_hash, "the sweep's settings")
+    store = _chunk_store(output, location, setup, chunking)
     with contextlib.ExitStack() as held:
 
         def prepare_store() -> set[int] | None:
             # On the writer, inside `agree`, so a refusal reaches every process at once.
-            if store is not None:  # only the writer prepares
-                store.check()
-                held.enter_context(output_lock(output))
+            store.check()  # only the writer prepares
+            held.enter_context(output_lock(output))
             return finished_chunks(store, options.resume, options.overwrite)
 
         done = agree(prepare_store, chunking.n_chunks, store)
         return _run_prepared(model, spec, options, setup, mesh, chunking, done, store, start)
 
 
+def _run_in_memory(model, spec, options, setup, mesh, start):
+    """[`run_sweep`][] without an output: no store to open, lock, resume from or agree on
+    (a sweep repeated in a loop runs through here: what it skips is a visible share of a
+    small sweep), every process computing every chunk."""
+    chunking = plan_chunking(
+        spec.size, setup.per_traj, options.chunk_size, options.memory_budget,
+        options.devices, mesh.devices.size, None, ensemble=setup.engine == "ensemble",
+        in_memory=_in_memory(options),
+    )  # fmt: skip
+    arrays = setup.layout.empty()
+    # The Dataset around `arrays` before they are filled: built right after the
+    # preparation, on warm caches, it costs a fraction of what it would after the solve
+    # (~0.2 ms of a 1e4-point Lorenz sweep; see docs/benchmarks.md).
+    dataset = setup.dataset(arrays)
+    todo = _compute(model, spec, setup, options, mesh, chunking, set(), None, arrays)
+    counts = status_counts(arrays["status"])
+    dataset.attrs.update(count_attrs(counts))
+    # `event` as long as the most events
+    return cut_dataset(dataset), _report(spec, setup, mesh, chunking, 0, todo, counts, None, start)
+
+
+def _report(spec, setup, mesh, chunking, reused, computed, counts, output, start) -> SweepReport:
+    return SweepReport(spec.size, chunking.n_chunks, chunking.size, mesh.devices.size,
+                       setup.per_traj, reused, computed, time.perf_counter() - start, counts,
+                       output)  # fmt: skip
+
+
 def _run_prepared(model, spec, options, setup, mesh, chunking, done, store, start):
-    """[`run_sweep`][] once the store is prepared (and its output locked)."""
+    """[`run_sweep`][] with an output, once its store is prepared (and the output locked)."""
     output, writer = options.output, dist.is_writer()
 
     def report(reused: int, computed: tuple[int, ...], counts: dict[int, int]) -> SweepReport:
-        wall = time.perf_counter() - start
-        return SweepReport(spec.size, chunking.n_chunks, chunking.size, mesh.devices.size,
-                           setup.per_traj, reused, computed, wall, counts, output)  # fmt: skip
+        return _report(spec, setup, mesh, chunking, reused, computed, counts, output, start)
 
     if done is None:  # the output already holds this sweep's result
         logger.info("%s already holds this sweep's result: nothing to compute", output)
@@ -251,12 +276,7 @@ def _run_prepared(model, spec, options, setup, mesh, chunking, done, store, star
         return _open(output), report(chunking.n_chunks, (), counts_from_file(output))
     if done:
         logger.info("resuming: %d of %d chunks already stored", len(done), chunking.n_chunks)
-    todo, arrays = _compute(model, spec, setup, options, mesh, chunking, done, store)
-    if output is None:
-        counts = status_counts(arrays["status"])
-        dataset = cut_dataset(setup.dataset(arrays))  # `event` as long as the most events
-        dataset.attrs.update(count_attrs(counts))
-        return dataset, report(len(done), todo, counts)
+    todo = _compute(model, spec, setup, options, mesh, chunking, done, store)
     dist.barrier("difsim-sweep-stored")  # every chunk is in the store, whoever wrote it
     if not writer:
         return None, report(len(done), todo, {})
@@ -287,12 +307,12 @@ def _compute(
     chunking: Chunking,
     done: set[int],
     store: ChunkStore | None,
-) -> tuple[tuple[int, ...], dict[str, np.ndarray] | None]:
-    """Run the chunks not `done`, storing each in `store` as it finishes or, without an
-    output, in flat arrays; return the chunks run and those arrays (`None` with an
-    output). `options.on_chunk` is called after each chunk is stored."""
+    arrays: dict[str, np.ndarray] | None = None,
+) -> tuple[int, ...]:
+    """Run the chunks not `done`, storing each in `store` as it finishes or, without one,
+    in the flat `arrays` (`{name: (size, *tail)}`); return the chunks run.
+    `options.on_chunk` is called after each chunk is stored."""
     todo = tuple(i for i in range(chunking.n_chunks) if i not in done)
-    arrays = setup.layout.empty() if options.output is None else None
     initial = sum(chunking.length(i) for i in done)
     show = options.progress is not False and dist.is_writer()
     task = progress(spec.size, what="sweep", one="trajectory", many="trajectories",
@@ -315,7 +335,7 @@ def _compute(
         inside = show and reports_model_time(model)  # long solves: progress within a chunk
         run_chunks(model, spec, setup, mesh, chunking, todo, finished, progress=inside)
         task.finish()
-    return todo, arrays
+    return todo
 
 
 def _in_memory(options: SweepOptions) -> bool:

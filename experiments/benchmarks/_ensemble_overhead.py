@@ -1,0 +1,132 @@
+"""The overhead section of `bench_ensemble.py`: `ds.sweep` against the engine called
+directly, with the luck of each compilation measured and taken out.
+
+Two compilations of one program in one process run at speeds up to ~7 % apart (the same
+HLO; where XLA places the buffers differs), which is more than the 5 % the target allows.
+So a single pair (b) / (a3) measures that luck as much as the sweep. Here:
+
+- (a3#i) the engine called directly (`simulate_ensemble` jitted by hand, returning the
+  states, statuses and step counts), compiled `twins` times;
+- (a4#0) the very compiled chunk `ds.sweep` runs (the same executable as (b)), called
+  directly with the arguments the sweep gives it; (a4#i), i > 0, new compilations of it;
+- (b) `ds.sweep(engine="auto")`.
+
+(b) / (a4#0) is the sweep's own cost around its engine call (one executable: no luck);
+median(a4) / median(a3) compares the two programs over several compilations; their product
+estimates `ds.sweep` / the engine called directly. The plain (b) / (a3#1) is shown too.
+"""
+
+import statistics
+from collections.abc import Callable
+
+import jax
+import numpy as np
+from _common import Stats, format_table, interleaved, load_average, seconds, time_call
+from _ensemble_problems import (
+    ATOL,
+    MAX_STEPS,
+    RTOL,
+    T0,
+    T1,
+    Problem,
+    _stack,
+    engine_status_fn,
+    sweep_fn,
+)
+
+import difsim as ds
+from difsim._sweep._options import SweepOptions
+from difsim._sweep._runner import _compiled, _placed
+from difsim._sweep._setup import prepare
+from difsim._sweep._sweep import _mesh, run_sweep
+
+TARGET_OVERHEAD = 1.05
+
+
+def sweep_chunk_fn(problem: Problem, values: np.ndarray, fresh: bool) -> Callable:
+    """(a4) the compiled chunk of the in-memory `ds.sweep` of `values` (one chunk of all
+    of them, checked), called directly; `fresh`: a new compilation of it."""
+    spec = ds.GridSweep({problem.key: values})
+    options = SweepOptions(t0=T0, t1=T1, save="final", solver="tsit5", rtol=RTOL, atol=ATOL,
+                           max_steps=MAX_STEPS, progress=False)  # fmt: skip
+    _, report = run_sweep(problem.model, spec, options)
+    if report.n_chunks != 1:
+        raise RuntimeError(f"the sweep of {spec.size} points ran {report.n_chunks} chunks")
+    setup = prepare(problem.model, spec, options)
+    mesh = _mesh(tuple(jax.devices()))
+    run = _compiled.__wrapped__(mesh, setup.engine) if fresh else _compiled(mesh, setup.engine)
+    model_dyn, save, static, _ = _placed(problem.model, spec, setup, mesh, False)
+    names = tuple(problem.model.initial_state().values)
+
+    def call(v):
+        out = run(model_dyn, save, {problem.key: v}, static)
+        call.status = np.asarray(out["status"]), np.asarray(out["num_steps"])
+        return _stack({k: out[k] for k in names})
+
+    return call
+
+
+def bench_overhead(problem: Problem, sizes: list[int], rounds: int, twins: int) -> list[dict]:
+    """Each size: the contenders of the module docstring, `rounds` interleaved calls."""
+    rows = []
+    for n in sizes:
+        print(f"  overhead, N = {n:,} ...", flush=True)
+        values = problem.values(n)
+        fns = {f"a3#{i}": engine_status_fn(problem) for i in range(1, twins + 1)}
+        fns.update({f"a4#{i}": sweep_chunk_fn(problem, values, i > 0) for i in range(twins)})
+        fns["b"] = sweep_fn(problem, "auto")
+        for fn in fns.values():
+            time_call(fn, values)  # compile, warm up
+        load = load_average()
+        wall, cpu = interleaved(fns, (values,), rounds)
+        rows.append(dict(n=n, rounds=rounds, load_before=load, load_after=load_average(),
+                         cpu={k: Stats(v).as_dict() for k, v in cpu.items()},
+                         wall={k: Stats(v).as_dict() for k, v in wall.items()}))  # fmt: skip
+    return rows
+
+
+def ratios(row: dict) -> dict[str, float]:
+    """The ratios of the module docstring from one size's CPU medians."""
+    med = {k: v["median"] for k, v in row["cpu"].items()}
+    a3 = [v for k, v in med.items() if k.startswith("a3#")]
+    a4 = [v for k, v in med.items() if k.startswith("a4#")]
+    host = med["b"] / med["a4#0"]
+    program = statistics.median(a4) / statistics.median(a3)
+    return dict(host=host, program=program, estimate=host * program,
+                plain=med["b"] / med["a3#1"], a3_spread=max(a3) / min(a3) - 1,
+                a4_spread=max(a4) / min(a4) - 1)  # fmt: skip
+
+
+def render_overhead(rows: list[dict], markdown: bool) -> str:
+    head = ["N", *rows[0]["cpu"], "(b)/(a4#0): sweep around its engine",
+            "median (a4)/(a3): program", "estimate (b)/(a3)", "plain (b)/(a3#1)",
+            "spread of compilations (a3, a4)"]  # fmt: skip
+    body = []
+    for r in rows:
+        q = ratios(r)
+        body.append([f"{r['n']:,}", *(seconds(v["median"]) for v in r["cpu"].values()),
+                     f"{q['host']:.3f}", f"{q['program']:.3f}", f"{q['estimate']:.3f}",
+                     f"{q['plain']:.3f}",
+                     f"{100 * q['a3_spread']:.1f} %, {100 * q['a4_spread']:.1f} %"])  # fmt: skip
+    loads = ", ".join(f"{r['load_before'][0]:.1f}/{r['load_after'][0]:.1f}" for r in rows
+                      if r["load_before"] and r["load_after"])  # fmt: skip
+    return (
+        f"Overhead of ds.sweep over the engine called directly: CPU medians of "
+        f"{rows[0]['rounds']} interleaved rounds; (a3#i) the engine jitted by hand and "
+        "(a4#i) the sweep's compiled chunk, each compiled several times (a4#0 is the "
+        "executable (b) runs); load average before/after each size: "
+        f"{loads or 'n/a'}\n\n" + format_table(head, body, markdown)
+    )
+
+
+def overhead_summary(rows: list[dict]) -> list[str]:
+    lines = []
+    for r in rows:
+        q = ratios(r)
+        ok = "ok" if q["estimate"] <= TARGET_OVERHEAD else "BELOW TARGET"
+        lines.append(
+            f"N = {r['n']:,}: ds.sweep / engine called directly = {q['estimate']:.3f} "
+            f"(sweep around its engine {q['host']:.3f} × program {q['program']:.3f}; "
+            f"target <= {TARGET_OVERHEAD}) {ok}; plain (b)/(a3#1) {q['plain']:.3f}"
+        )
+    return lines
