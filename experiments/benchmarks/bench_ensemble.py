@@ -214,12 +214,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-l96-n", type=int, default=1_000, help="N of the Lorenz-96 gradient")
     p.add_argument("--fma-units", type=int, default=2, help="FMA pipes per core (peak)")
     p.add_argument("--vector-bits", type=int, help="vector width of the peak (default 256)")
-    p.add_argument("--overhead-sizes", type=parse_sizes,
-                   help="sizes of the overhead section (default 1e4,1e5)")
-    p.add_argument("--overhead-rounds", type=int, default=60,
-                   help="interleaved rounds of the overhead section (60)")
-    p.add_argument("--twins", type=int, default=3,
-                   help="compilations of each engine program in the overhead section (3)")
+    p.add_argument(
+        "--overhead-sizes", type=parse_sizes, help="sizes of the overhead section (default 1e4,1e5)"
+    )
+    p.add_argument(
+        "--overhead-rounds",
+        type=int,
+        default=60,
+        help="interleaved rounds of the overhead section (60)",
+    )
+    p.add_argument(
+        "--twins",
+        type=int,
+        default=3,
+        help="compilations of each engine program in the overhead section (3)",
+    )
     p.add_argument("--skip", nargs="+", default=[], choices=SECTIONS)
     p.add_argument("--markdown", type=Path, metavar="PATH", help="write Markdown tables here")
     p.add_argument("--json", type=Path, metavar="PATH", help="write raw results here")
