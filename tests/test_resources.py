@@ -109,6 +109,11 @@ def test_sweep_of_1e12_points_is_refused_before_any_allocation():
         ds.sweep(ds.models.Lorenz(), grid, t0=0.0, t1=1.0)
     per_point = 3 * 8 + 12  # final x, y, z in float64, status and num_steps
     assert info.value.key == "spec" and info.value.needed == 10**12 * per_point
+    # The message is formatted only for a refusal (a passing check does not build it).
+    assert str(info.value).startswith(
+        f"spec: the results of 1,000,000,000,000 trajectories ({per_point} bytes each), "
+        "held in memory without an output would need about"
+    )
     draws = ds.RandomSweep({"rho": ds.Uniform(0.0, 1.0)}, samples=10**12)
     with pytest.raises(ds.ResourceError, match="^samples: drawing 1,000,000,000,000 points"):
         ds.sweep(ds.models.Lorenz(), draws, t0=0.0, t1=1.0)

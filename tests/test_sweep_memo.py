@@ -24,6 +24,7 @@ def test_modules_of_jax_arrays_are_keyed_once_by_identity():
     assert _memo.freeze(module) is key  # remembered, not hashed again
     # An equal module elsewhere has an equal key (by content), and a different one does not.
     assert _memo.freeze(_Holder(jnp.arange(3.0))) == key
+    assert hash(_memo.freeze(_Holder(jnp.arange(3.0)))) == hash(key)
     assert _memo.freeze(_Holder(jnp.arange(3.0) + 1)) != key
     ident = id(module)
     del module
@@ -76,3 +77,19 @@ def test_caller_attributes_are_per_sweep_not_per_part():
 def _kw(options: SweepOptions) -> dict:
     fields = ("t0", "t1", "rtol", "atol", "progress")
     return {name: getattr(options, name) for name in fields}
+
+
+def test_values_written_after_a_sweep_are_other_points():
+    """A spec keeps the caller's float64 array as it is (no copy): a setup remembers a
+    copy of the points, so writing into the array gives another setup, and the first
+    one's coordinates stay as they were."""
+    _setup._PARTS.clear()
+    model, values = ds.models.Lorenz(), np.linspace(0.0, 1.0, 5)
+    first = _setup.prepare(model, ds.GridSweep({"rho": values}), OPTIONS)
+    values[2] = 0.7
+    second = _setup.prepare(model, ds.GridSweep({"rho": values}), OPTIONS)
+    assert second is not first and second.sweep_hash != first.sweep_hash
+    np.testing.assert_array_equal(second.layout.coords["rho"][1], values)
+    np.testing.assert_array_equal(first.layout.coords["rho"][1], np.linspace(0.0, 1.0, 5))
+    again = _setup.prepare(model, ds.GridSweep({"rho": np.linspace(0.0, 1.0, 5)}), OPTIONS)
+    assert again is first

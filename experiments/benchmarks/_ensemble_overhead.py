@@ -36,7 +36,7 @@ from _ensemble_problems import (
 
 import difsim as ds
 from difsim._sweep._options import SweepOptions
-from difsim._sweep._runner import _compiled, _placed
+from difsim._sweep._runner import _compiled, chunk_runner
 from difsim._sweep._setup import prepare
 from difsim._sweep._sweep import _mesh, run_sweep
 
@@ -54,12 +54,12 @@ def sweep_chunk_fn(problem: Problem, values: np.ndarray, fresh: bool) -> Callabl
         raise RuntimeError(f"the sweep of {spec.size} points ran {report.n_chunks} chunks")
     setup = prepare(problem.model, spec, options)
     mesh = _mesh(tuple(jax.devices()))
-    run = _compiled.__wrapped__(mesh, setup.engine) if fresh else _compiled(mesh, setup.engine)
-    model_dyn, save, static, _ = _placed(problem.model, spec, setup, mesh, False)
+    runner = chunk_runner(problem.model, spec, setup, mesh, False)
+    run = _compiled.__wrapped__(mesh, setup.engine) if fresh else runner.run
     names = tuple(problem.model.initial_state().values)
 
     def call(v):
-        out = run(model_dyn, save, {problem.key: v}, static)
+        out = run(runner.model_dyn, runner.save, {problem.key: v}, runner.static)
         call.status = np.asarray(out["status"]), np.asarray(out["num_steps"])
         return _stack({k: out[k] for k in names})
 

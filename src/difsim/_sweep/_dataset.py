@@ -40,9 +40,10 @@ class DatasetTemplate:
         variables = dict(template.variables)
         for name, values in arrays.items():
             old = variables[name]
-            # `fastpath`: `values` is already an ndarray of the layout's dtype.
+            # `fastpath`: `values` is already an ndarray of the layout's dtype (the attributes
+            # are copied by the constructor).
             variables[name] = xr.Variable(
-                old.dims, values.reshape(old.shape), dict(old.attrs), fastpath=True
+                old.dims, values.reshape(old.shape), old.attrs, fastpath=True
             )
         for name in self._plain:
             variables[name] = variables[name].copy(deep=True)

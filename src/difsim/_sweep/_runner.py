@@ -119,56 +119,68 @@ def run_chunks(
     results on the host (`{name: (length(i), *tail)}`, in the layout's dtypes) as each
     one finishes, in order. `progress`: the solves report their model time (a host
     callback; the diffrax engine only)."""
-    run = _compiled(mesh, setup.engine)
-    progress = progress and setup.engine != "ensemble"
-    model_dyn, save, static, batch = _placed(model, spec, setup, mesh, progress)
-    dtype = setup.dtype
-    dtypes = {name: dt for name, (_, _, dt, _) in setup.layout.variables.items()}
-    size = chunking.size
-    one_device = jax.process_count() == 1 and mesh.devices.size == 1
-
-    def launch(i):
-        n, start = chunking.length(i), chunking.start(i)
-        pts = spec.points(start, start + n, dtype)
-        if n < size:  # the last chunk is padded by repeating its last point: one shape
-            pts = {
-                k: np.concatenate([v, np.repeat(v[-1:], size - n, axis=0)]) for k, v in pts.items()
-            }
-        if not one_device:  # each process places its own shards, explicitly
-            pts = {k: dist.to_global(v, batch) for k, v in pts.items()}
-        # On one device, jit places the host arrays itself: ~0.2 ms less per call than
-        # building a global array first (a visible share of a 1e4-point sweep on a CPU).
-        return run(model_dyn, save, pts, static)
-
-    def fetch(i, out):
-        n = chunking.length(i)
-        # Cast to the layout's dtypes: what the file and a resumed run expect, whatever the
-        # model's observables returned.
-        # One gather for all variables: one collective per chunk in a multi-process run.
-        host = dist.to_host(out)
-        if n < size:  # drop the padding
-            host = {k: v[:n] for k, v in host.items()}
-        host = {k: v.astype(dtypes[k], copy=False) for k, v in host.items()}
-        finished(i, host)
-
+    runner = chunk_runner(model, spec, setup, mesh, progress and setup.engine != "ensemble")
     pending = None
     for i in todo:
         # Dispatch the next chunk before fetching the previous one: the host work
         # (transfer, writing) overlaps the device work.
-        launched = (i, launch(i))
+        launched = (i, runner.launch(spec, chunking, i))
         if pending is not None:
-            fetch(*pending)
+            finished(pending[0], runner.fetch(chunking, *pending))
         pending = launched
     if pending is not None:
-        fetch(*pending)
+        finished(pending[0], runner.fetch(chunking, *pending))
 
 
-def _placed(model: Model, spec: AbstractSweep, setup: SweepSetup, mesh: Mesh, progress: bool):
-    """`(model_dyn, save, static, batch)`: the model's arrays and the save times
-    replicated on every device of `mesh`, the compiled function's static argument and the
-    points' sharding. Made once per model, settings, mesh and `progress` (`setup.shared`):
-    a sweep of the same model over other points reuses them."""
-    key = ("placed", mesh, spec.keys, progress)
+@dataclasses.dataclass(frozen=True)
+class ChunkRunner:
+    """What every chunk of a sweep is run with: `run`, the compiled chunk function; its
+    arguments `model_dyn` and `save` (the model's arrays and the save times, replicated
+    on every device) and `static`; `batch`, the points' sharding; `dtype`, the points'
+    dtype; `dtypes`, each result's dtype in the layout; `one_device`, whether the run is
+    one process on one device."""
+
+    run: Callable
+    model_dyn: Any
+    save: SaveSpec
+    static: _Static
+    batch: NamedSharding
+    dtype: np.dtype
+    dtypes: dict[str, np.dtype]
+    one_device: bool
+
+    def launch(self, spec: AbstractSweep, chunking: Chunking, i: int) -> dict[str, jax.Array]:
+        """Dispatch chunk `i` of `spec` (asynchronously): its results, on the devices."""
+        n, start, size = chunking.length(i), chunking.start(i), chunking.size
+        pts = spec.points(start, start + n, self.dtype)
+        if n < size:  # the last chunk is padded by repeating its last point: one shape
+            pts = {
+                k: np.concatenate([v, np.repeat(v[-1:], size - n, axis=0)]) for k, v in pts.items()
+            }
+        if not self.one_device:  # each process places its own shards, explicitly
+            pts = {k: dist.to_global(v, self.batch) for k, v in pts.items()}
+        # On one device, jit places the host arrays itself: ~0.2 ms less per call than
+        # building a global array first (a visible share of a 1e4-point sweep on a CPU).
+        return self.run(self.model_dyn, self.save, pts, self.static)
+
+    def fetch(self, chunking: Chunking, i: int, out: dict[str, jax.Array]) -> dict[str, np.ndarray]:
+        """Chunk `i`'s results `out` (launched) on the host, less the padding, cast to the
+        layout's dtypes: what the file and a resumed run expect, whatever the model's
+        observables returned. One gather for all variables: one collective per chunk in a
+        multi-process run."""
+        host, n = dist.to_host(out), chunking.length(i)
+        if n < chunking.size:  # drop the padding
+            host = {k: v[:n] for k, v in host.items()}
+        return {k: v.astype(self.dtypes[k], copy=False) for k, v in host.items()}
+
+
+def chunk_runner(
+    model: Model, spec: AbstractSweep, setup: SweepSetup, mesh: Mesh, progress: bool
+) -> ChunkRunner:
+    """The [`ChunkRunner`][] of a sweep of `model` over `mesh`: made once per model,
+    settings, mesh and `progress` (`setup.shared`): a sweep of the same model over other
+    points reuses it."""
+    key = ("runner", mesh, spec.keys, progress)
     if key in setup.shared:
         return setup.shared[key]
     rep = NamedSharding(mesh, PartitionSpec())
@@ -185,5 +197,10 @@ def _placed(model: Model, spec: AbstractSweep, setup: SweepSetup, mesh: Mesh, pr
     )  # fmt: skip
     # jit hashes its static argument on every call: hash the fields once.
     object.__setattr__(static, "_hash", hash(static))
-    setup.shared[key] = model_dyn, save, static, dist.batch_sharding(mesh)
+    dtypes = {name: dt for name, (_, _, dt, _) in setup.layout.variables.items()}
+    one_device = jax.process_count() == 1 and mesh.devices.size == 1
+    setup.shared[key] = ChunkRunner(
+        _compiled(mesh, setup.engine), model_dyn, save, static, dist.batch_sharding(mesh),
+        setup.dtype, dtypes, one_device,
+    )  # fmt: skip
     return setup.shared[key]

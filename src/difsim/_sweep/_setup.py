@@ -23,6 +23,7 @@ from difsim._core import (
     SolverSettings,
     check_rhs,
     check_stiff_term,
+    reports_model_time,
     resolve_solver_settings,
     solver_settings,
 )
@@ -62,7 +63,8 @@ class SweepSetup:
     and attributes, `sweep_hash` included), `settings` (`{name: text}` of everything that
     determines the results), `per_traj` (estimated bytes of one trajectory in a chunk),
     `engine` (`"ensemble"` or `"diffrax"`), `fallback` (why `engine="auto"` did not take
-    the ensemble engine, or `None`) and `outputs` (the kept quantities).
+    the ensemble engine, or `None`), `outputs` (the kept quantities) and `model_time`
+    (whether the solves report model time, as a PDE model's do: progress within a chunk).
 
     A setup is reused by every repeat of the same sweep (see [`prepare`][]): treat it as
     read-only. `memo` holds what its runs derive from it once (the Dataset's template);
@@ -81,6 +83,7 @@ class SweepSetup:
     engine: str = "diffrax"
     fallback: str | None = None
     outputs: tuple = ()  # the kept quantities (`Output`s)
+    model_time: bool = False  # the solves report model time (a PDE model): progress inside
     memo: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     shared: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
@@ -120,6 +123,7 @@ class _ModelPart:
     described: dict[str, str]
     layout: OutputLayout
     per_traj: int
+    model_time: bool
     memo: dict[Any, Any] = dataclasses.field(default_factory=dict)
     setups: list[tuple[Hashable, dict[str, np.ndarray], SweepSetup]] = dataclasses.field(
         default_factory=list
@@ -262,8 +266,9 @@ def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _Mo
     attrs = sweep_attrs(model, spec, times, solver, plan, dtype, events)
     layout = base_layout(model, spec.keys, list(outputs), plan, times, dtype, attrs)
     return _ModelPart(
-        times, save, solver, dtype, plan, outputs, engine, fallback, described, layout, per_traj
-    )
+        times, save, solver, dtype, plan, outputs, engine, fallback, described, layout, per_traj,
+        reports_model_time(model),
+    )  # fmt: skip
 
 
 def _setup(part: _ModelPart, model: Model, spec: AbstractSweep, options) -> SweepSetup:
@@ -281,7 +286,8 @@ def _setup(part: _ModelPart, model: Model, spec: AbstractSweep, options) -> Swee
     layout = with_points(part.layout, model, spec, part.dtype, attrs)
     return SweepSetup(
         part.times, part.save, part.solver, part.dtype, part.plan, layout, described,
-        part.per_traj, part.engine, part.fallback, part.outputs, shared=part.memo,
+        part.per_traj, part.engine, part.fallback, part.outputs, part.model_time,
+        shared=part.memo,
     )  # fmt: skip
 
 

@@ -93,7 +93,7 @@ def _as_values(key: str, values: Any, what: str) -> np.ndarray:
         raise ValueError(f"{what} {key!r}: expected a 1-D list of values, got shape {array.shape}")
     if array.size == 0:
         raise ValueError(f"{what} {key!r}: the list of values is empty")
-    if not np.all(np.isfinite(array)):
+    if not np.isfinite(array).all():
         raise ValueError(f"{what} {key!r}: values must be finite")
     return array
 

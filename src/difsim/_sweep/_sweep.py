@@ -22,7 +22,7 @@ import numpy as np
 import xarray as xr
 from jax.sharding import Mesh
 
-from difsim._core import Model, reports_model_time
+from difsim._core import Model
 from difsim._io import output_lock, progress, receiving
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking, chunk_length, plan_chunking
@@ -317,7 +317,9 @@ def _compute(
     show = options.progress is not False and dist.is_writer()
     task = progress(spec.size, what="sweep", one="trajectory", many="trajectories",
                     show=show, initial=initial)  # fmt: skip
-    with task, receiving(task):
+    inside = show and setup.model_time  # long solves: progress within a chunk
+    # Only solves that report progress send fractions for `task` to receive.
+    with task, receiving(task) if inside else contextlib.nullcontext():
         task.running(chunking.size)  # a chunk's solves may report fractions of it
 
         def finished(i: int, host: dict[str, np.ndarray]) -> None:
@@ -332,7 +334,6 @@ def _compute(
             if options.on_chunk is not None:
                 options.on_chunk(i)
 
-        inside = show and reports_model_time(model)  # long solves: progress within a chunk
         run_chunks(model, spec, setup, mesh, chunking, todo, finished, progress=inside)
         task.finish()
     return todo
