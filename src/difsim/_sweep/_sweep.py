@@ -31,7 +31,7 @@ from difsim._sweep._layout import count_attrs, counts_from_file, status_counts
 from difsim._sweep._location import StoreLocation
 from difsim._sweep._monte_carlo import monte_carlo_spec, run_statistics
 from difsim._sweep._options import SweepOptions
-from difsim._sweep._runner import run_chunks
+from difsim._sweep._runner import chunk_runner, run_chunks
 from difsim._sweep._setup import SweepSetup, prepare
 from difsim._sweep._spec import AbstractSweep
 from difsim._sweep._store import ChunkStore, agree, finished_chunks
@@ -239,17 +239,32 @@ def _run_in_memory(model, spec, options, setup, mesh, start):
     """[`run_sweep`][] without an output: no store to open, lock, resume from or agree on
     (a sweep repeated in a loop runs through here: what it skips is a visible share of a
     small sweep), every process computing every chunk."""
-    chunking = plan_chunking(
-        spec.size, setup.per_traj, options.chunk_size, options.memory_budget,
-        options.devices, mesh.devices.size, None, ensemble=setup.engine == "ensemble",
-        in_memory=_in_memory(options),
-    )  # fmt: skip
+    # Nothing stored: the chunking follows from these alone (made once per setup).
+    plan = (spec.size, options.chunk_size, options.memory_budget, options.devices,
+            mesh.devices.size, _in_memory(options))  # fmt: skip
+    chunking = setup.memo.get(("chunking", plan))
+    if chunking is None:
+        chunking = setup.memo["chunking", plan] = plan_chunking(
+            spec.size, setup.per_traj, options.chunk_size, options.memory_budget,
+            options.devices, mesh.devices.size, None, ensemble=setup.engine == "ensemble",
+            in_memory=plan[-1],
+        )  # fmt: skip
     arrays = setup.layout.empty()
     # The Dataset around `arrays` before they are filled: built right after the
     # preparation, on warm caches, it costs a fraction of what it would after the solve
     # (~0.2 ms of a 1e4-point Lorenz sweep; see docs/benchmarks.md).
     dataset = setup.dataset(arrays)
-    todo = _compute(model, spec, setup, options, mesh, chunking, set(), None, arrays)
+    if chunking.n_chunks == 1 and options.progress is False and jax.process_count() == 1:
+        # One call, nothing shown (a small sweep repeated in a loop): the chunk loop's
+        # bookkeeping would cost more than the call's dispatch.
+        runner = chunk_runner(model, spec, setup, mesh, progress=False)
+        for k, v in runner.fetch(chunking, 0, runner.launch(spec, chunking, 0)).items():
+            arrays[k][...] = v
+        todo = (0,)
+        if options.on_chunk is not None:
+            options.on_chunk(0)
+    else:
+        todo = _compute(model, spec, setup, options, mesh, chunking, set(), None, arrays)
     counts = status_counts(arrays["status"])
     dataset.attrs.update(count_attrs(counts))
     # `event` as long as the most events
@@ -315,12 +330,15 @@ def _compute(
     todo = tuple(i for i in range(chunking.n_chunks) if i not in done)
     initial = sum(chunking.length(i) for i in done)
     show = options.progress is not False and dist.is_writer()
+    # No task at all when nothing is shown: its bookkeeping is a visible share of a
+    # repeated small sweep.
     task = progress(spec.size, what="sweep", one="trajectory", many="trajectories",
-                    show=show, initial=initial)  # fmt: skip
+                    initial=initial) if show else None  # fmt: skip
     inside = show and setup.model_time  # long solves: progress within a chunk
     # Only solves that report progress send fractions for `task` to receive.
-    with task, receiving(task) if inside else contextlib.nullcontext():
-        task.running(chunking.size)  # a chunk's solves may report fractions of it
+    with task or contextlib.nullcontext(), receiving(task) if inside else contextlib.nullcontext():
+        if task is not None:
+            task.running(chunking.size)  # a chunk's solves may report fractions of it
 
         def finished(i: int, host: dict[str, np.ndarray]) -> None:
             if store is not None:
@@ -329,13 +347,15 @@ def _compute(
                 start = chunking.start(i)
                 for k, v in host.items():
                     arrays[k][start : start + len(v)] = v
-            task.advance(chunking.length(i))
-            task.running(chunking.size)
+            if task is not None:
+                task.advance(chunking.length(i))
+                task.running(chunking.size)
             if options.on_chunk is not None:
                 options.on_chunk(i)
 
         run_chunks(model, spec, setup, mesh, chunking, todo, finished, progress=inside)
-        task.finish()
+        if task is not None:
+            task.finish()
     return todo
 
 
