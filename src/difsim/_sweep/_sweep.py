@@ -31,7 +31,7 @@ from difsim._sweep._layout import count_attrs, counts_from_file, status_counts
 from difsim._sweep._location import StoreLocation
 from difsim._sweep._monte_carlo import monte_carlo_spec, run_statistics
 from difsim._sweep._options import SweepOptions
-from difsim._sweep._runner import chunk_runner, run_chunks
+from difsim._sweep._runner import run_chunks
 from difsim._sweep._setup import SweepSetup, prepare
 from difsim._sweep._spec import AbstractSweep
 from difsim._sweep._store import ChunkStore, agree, finished_chunks
@@ -254,17 +254,7 @@ def _run_in_memory(model, spec, options, setup, mesh, start):
     # preparation, on warm caches, it costs a fraction of what it would after the solve
     # (~0.2 ms of a 1e4-point Lorenz sweep; see docs/benchmarks.md).
     dataset = setup.dataset(arrays)
-    if chunking.n_chunks == 1 and options.progress is False and jax.process_count() == 1:
-        # One call, nothing shown (a small sweep repeated in a loop): the chunk loop's
-        # bookkeeping would cost more than the call's dispatch.
-        runner = chunk_runner(model, spec, setup, mesh, progress=False)
-        for k, v in runner.fetch(chunking, 0, runner.launch(spec, chunking, 0)).items():
-            arrays[k][...] = v
-        todo = (0,)
-        if options.on_chunk is not None:
-            options.on_chunk(0)
-    else:
-        todo = _compute(model, spec, setup, options, mesh, chunking, set(), None, arrays)
+    todo = _compute(model, spec, setup, options, mesh, chunking, set(), None, arrays)
     counts = status_counts(arrays["status"])
     dataset.attrs.update(count_attrs(counts))
     # `event` as long as the most events
@@ -272,6 +262,7 @@ def _run_in_memory(model, spec, options, setup, mesh, start):
 
 
 def _report(spec, setup, mesh, chunking, reused, computed, counts, output, start) -> SweepReport:
+    """The [`SweepReport`][] of a run that started at `start` (`time.perf_counter`)."""
     return SweepReport(spec.size, chunking.n_chunks, chunking.size, mesh.devices.size,
                        setup.per_traj, reused, computed, time.perf_counter() - start, counts,
                        output)  # fmt: skip
@@ -328,35 +319,41 @@ def _compute(
     in the flat `arrays` (`{name: (size, *tail)}`); return the chunks run.
     `options.on_chunk` is called after each chunk is stored."""
     todo = tuple(i for i in range(chunking.n_chunks) if i not in done)
+    if options.progress is False or not dist.is_writer():  # nothing shown: no task at all
+        finished = _storer(options, chunking, store, arrays)
+        run_chunks(model, spec, setup, mesh, chunking, todo, finished)
+        return todo
     initial = sum(chunking.length(i) for i in done)
-    show = options.progress is not False and dist.is_writer()
-    # No task at all when nothing is shown: its bookkeeping is a visible share of a
-    # repeated small sweep.
     task = progress(spec.size, what="sweep", one="trajectory", many="trajectories",
-                    initial=initial) if show else None  # fmt: skip
-    inside = show and setup.model_time  # long solves: progress within a chunk
+                    initial=initial)  # fmt: skip
+    inside = setup.model_time  # long solves: progress within a chunk
     # Only solves that report progress send fractions for `task` to receive.
-    with task or contextlib.nullcontext(), receiving(task) if inside else contextlib.nullcontext():
-        if task is not None:
-            task.running(chunking.size)  # a chunk's solves may report fractions of it
-
-        def finished(i: int, host: dict[str, np.ndarray]) -> None:
-            if store is not None:
-                store.write(i, host)
-            elif arrays is not None:
-                start = chunking.start(i)
-                for k, v in host.items():
-                    arrays[k][start : start + len(v)] = v
-            if task is not None:
-                task.advance(chunking.length(i))
-                task.running(chunking.size)
-            if options.on_chunk is not None:
-                options.on_chunk(i)
-
+    with task, receiving(task) if inside else contextlib.nullcontext():
+        task.running(chunking.size)  # a chunk's solves may report fractions of it
+        finished = _storer(options, chunking, store, arrays, task)
         run_chunks(model, spec, setup, mesh, chunking, todo, finished, progress=inside)
-        if task is not None:
-            task.finish()
+        task.finish()
     return todo
+
+
+def _storer(options, chunking, store, arrays, task=None):
+    """`finished(i, host)` for [`run_chunks`][]: chunk `i`'s results into `store` or into
+    the flat `arrays`, then `task` moved on and `options.on_chunk` called."""
+
+    def finished(i: int, host: dict[str, np.ndarray]) -> None:
+        if store is not None:
+            store.write(i, host)
+        elif arrays is not None:
+            start = chunking.start(i)
+            for k, v in host.items():
+                arrays[k][start : start + len(v)] = v
+        if task is not None:
+            task.advance(chunking.length(i))
+            task.running(chunking.size)
+        if options.on_chunk is not None:
+            options.on_chunk(i)
+
+    return finished
 
 
 def _in_memory(options: SweepOptions) -> bool:
