@@ -93,3 +93,21 @@ def test_values_written_after_a_sweep_are_other_points():
     np.testing.assert_array_equal(first.layout.coords["rho"][1], np.linspace(0.0, 1.0, 5))
     again = _setup.prepare(model, ds.GridSweep({"rho": np.linspace(0.0, 1.0, 5)}), OPTIONS)
     assert again is first
+
+
+def test_coordinates_of_new_points_keep_the_models_units_and_names():
+    """The keys' coordinate attributes come from the model once per part; a sweep over
+    new points still labels its coordinates from the model's parameter and state info."""
+    _setup._PARTS.clear()
+    model = ds.models.Lorenz()
+    rho, x = model.parameter_info("rho"), dict(model.initial_state().info)["x"]
+    for values in ([1.0, 2.0], [1.5, 2.5, 3.5]):
+        spec = ds.GridSweep({"rho": values, "state.x": [0.5, 1.0]})
+        layout = _setup.prepare(model, spec, OPTIONS).layout
+        assert layout.coords["rho"][2] == {"units": rho["units"], "long_name": rho["description"]}
+        assert layout.coords["state.x"][2] == {
+            "units": x.units,
+            "long_name": f"initial {x.description}",
+        }
+        np.testing.assert_array_equal(layout.coords["rho"][1], values)
+    assert len(_setup._PARTS) == 1

@@ -191,29 +191,37 @@ def base_layout(
 
 
 def with_points(
-    base: OutputLayout, model, spec, dtype, attrs: dict[str, Any] | None = None
+    base: OutputLayout, meta: dict[str, dict], spec, dtype, attrs: dict[str, Any] | None = None
 ) -> OutputLayout:
     """`base` (from [`base_layout`][] with `spec`'s keys) with `spec`'s dimensions and
-    coordinates (first, in key order) and, where given, other global attributes."""
-    coords = {**spec_coords(model, spec, dtype), **base.coords}
+    coordinates (first, in key order; `meta`: their attributes from [`coord_meta`][]) and,
+    where given, other global attributes."""
+    coords = {**spec_coords(meta, spec, dtype), **base.coords}
     attrs = base.attrs if attrs is None else attrs
     return dataclasses.replace(base, dims=spec.dims, shape=spec.shape, coords=coords, attrs=attrs)
 
 
-def spec_coords(model, spec, dtype) -> dict[str, tuple[tuple[str, ...], np.ndarray, dict]]:
-    """The spec's coordinates, with units and long names from the model."""
+def coord_meta(model, keys) -> dict[str, dict[str, Any]]:
+    """`{key: attributes}` of the coordinates of sweep keys `keys`: units and long names
+    from the model (the same for any points: computed once per model and keys)."""
     cls = type(model)
     state_info = dict(model.initial_state().info)
-    coords = {}
-    for key, (dims, values, attrs) in spec.coords(dtype).items():
+    meta = {}
+    for key in keys:
         if (var := state_var(key)) is not None:
             info = state_info[var]
-            meta = var_attrs(info)
-            meta["long_name"] = f"initial {info.description or key[6:]}"
+            meta[key] = var_attrs(info)
+            meta[key]["long_name"] = f"initial {info.description or key[6:]}"
         else:
-            meta = param_attrs(cls.parameter_info(key))
-        coords[key] = (dims, values, {**meta, **attrs})
-    return coords
+            meta[key] = param_attrs(cls.parameter_info(key))
+    return meta
+
+
+def spec_coords(meta: dict[str, dict], spec, dtype) -> dict[str, tuple]:
+    """The spec's coordinates `{key: (dims, values, attrs)}`, with the attributes `meta`
+    ([`coord_meta`][]) under the spec's own."""
+    return {key: (dims, values, {**meta[key], **attrs})
+            for key, (dims, values, attrs) in spec.coords(dtype).items()}  # fmt: skip
 
 
 def sweep_attrs(

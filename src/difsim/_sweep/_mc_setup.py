@@ -15,6 +15,7 @@ import xarray as xr
 from difsim._core import Model, SaveSpec
 from difsim._sweep._chunking import bytes_per_trajectory
 from difsim._sweep._layout import (
+    coord_meta,
     count_attrs,
     settings,
     settings_hash,
@@ -125,7 +126,10 @@ def statistics_dataset(model: Model, spec: PathSweep, setup: MCSetup, state) -> 
     """The Dataset of a finished statistics sweep: one variable per kept statistic, dims
     `(*spec dims, time, *variable dims)`, plus `n_paths` (paths that succeeded, per point)."""
     base_dims, base_shape = spec.base_dims, spec.base_shape
-    coords = {} if spec.base is None else spec_coords(model, spec.base, setup.dtype)
+    if spec.base is None:
+        coords = {}
+    else:
+        coords = spec_coords(coord_meta(model, spec.base.keys), spec.base, setup.dtype)
     t_attrs = {"units": type(model).time_units} if type(model).time_units else {}
     coords["time"] = (("time",), _time_coord(model, setup.times, setup.dtype), t_attrs)
     info = dict(model.initial_state().info)

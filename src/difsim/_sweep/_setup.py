@@ -35,6 +35,7 @@ from difsim._sweep._events import event_attrs, event_outputs, with_event_cap
 from difsim._sweep._layout import (
     OutputLayout,
     base_layout,
+    coord_meta,
     default_controller,
     points_setting,
     settings,
@@ -124,6 +125,7 @@ class _ModelPart:
     layout: OutputLayout
     per_traj: int
     model_time: bool
+    coord_meta: dict[str, dict]  # the swept keys' coordinate attributes
     memo: dict[Any, Any] = dataclasses.field(default_factory=dict)
     setups: list[tuple[Hashable, dict[str, np.ndarray], SweepSetup]] = dataclasses.field(
         default_factory=list
@@ -267,7 +269,7 @@ def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _Mo
     layout = base_layout(model, spec.keys, list(outputs), plan, times, dtype, attrs)
     return _ModelPart(
         times, save, solver, dtype, plan, outputs, engine, fallback, described, layout, per_traj,
-        reports_model_time(model),
+        reports_model_time(model), coord_meta(model, spec.keys),
     )  # fmt: skip
 
 
@@ -283,7 +285,7 @@ def _setup(part: _ModelPart, model: Model, spec: AbstractSweep, options) -> Swee
         attrs["engine_fallback"] = part.fallback
     attrs["sweep_hash"] = settings_hash(described)
     attrs["sweep_settings"] = json.dumps(described, sort_keys=True)
-    layout = with_points(part.layout, model, spec, part.dtype, attrs)
+    layout = with_points(part.layout, part.coord_meta, spec, part.dtype, attrs)
     return SweepSetup(
         part.times, part.save, part.solver, part.dtype, part.plan, layout, described,
         part.per_traj, part.engine, part.fallback, part.outputs, part.model_time,
