@@ -68,9 +68,10 @@ class SweepSetup:
     (whether the solves report model time, as a PDE model's do: progress within a chunk).
 
     A setup is reused by every repeat of the same sweep (see [`prepare`][]): treat it as
-    read-only. `memo` holds what its runs derive from it once (the Dataset's template);
-    `shared`, what every sweep of the same model and settings over other points derives
-    alike (the model's arrays placed on the devices).
+    read-only. `memo` holds what its runs derive from it once (the Dataset's template, the
+    chunking of an in-memory run); `shared`, what every sweep of the same model and
+    settings over other points derives alike (the `ChunkRunner`: the compiled call and
+    the model's arrays placed on the devices).
     """
 
     times: SweepTimes
