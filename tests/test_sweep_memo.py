@@ -93,6 +93,11 @@ def test_values_written_after_a_sweep_are_other_points():
     np.testing.assert_array_equal(first.layout.coords["rho"][1], np.linspace(0.0, 1.0, 5))
     again = _setup.prepare(model, ds.GridSweep({"rho": np.linspace(0.0, 1.0, 5)}), OPTIONS)
     assert again is first
+    # A value between the first, middle and last (which are compared first) still counts.
+    inner = np.linspace(0.0, 1.0, 5)
+    inner[1] = np.nextafter(inner[1], 1.0)
+    third = _setup.prepare(model, ds.GridSweep({"rho": inner}), OPTIONS)
+    assert third is not first and third.sweep_hash != first.sweep_hash
 
 
 def test_coordinates_of_new_points_keep_the_models_units_and_names():
