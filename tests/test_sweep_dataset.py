@@ -4,6 +4,7 @@ layout builds, sharing the result arrays and nothing else."""
 import numpy as np
 import xarray as xr
 
+from difsim._sweep import _dataset
 from difsim._sweep._dataset import DatasetTemplate
 from difsim._sweep._layout import OutputLayout
 
@@ -57,3 +58,25 @@ def test_filled_template_is_the_layouts_dataset_and_shares_only_the_results():
         assert other.attrs["model"] == "M" and other["u"].attrs["units"] == "K"
         assert other["a"].values[0] == 0.0
     np.testing.assert_array_equal(third["time"].values, [0.0, 0.5, 1.0])
+
+
+def test_variables_are_assembled_as_xarrays_constructor_builds_them(monkeypatch):
+    # On this xarray the slots are as probed: the fast assembly is taken, and builds what
+    # the constructor builds, with attributes of its own.
+    _dataset._new_variable.cache_clear()
+    assert _dataset._new_variable() is _dataset._assembled
+    attrs, data = {"units": "K"}, np.arange(3.0)
+    var = _dataset._assembled(("d",), data, attrs)
+    xr.testing.assert_identical(var, xr.Variable(("d",), data, attrs))
+    assert var.values is data and var.encoding == {}
+    var.attrs["units"] = "changed"
+    assert attrs == {"units": "K"}
+    # Where the probe finds another layout, the public constructor is used instead.
+    monkeypatch.setattr(_dataset, "_assembled", lambda d, x, a: xr.Variable(d, 2 * x, a))
+    _dataset._new_variable.cache_clear()
+    try:
+        assert _dataset._new_variable() is _dataset._constructed
+        first = DatasetTemplate(LAYOUT).fill(_arrays(0))
+        xr.testing.assert_identical(first, LAYOUT.to_dataset(_arrays(0)))
+    finally:
+        _dataset._new_variable.cache_clear()

@@ -6,6 +6,7 @@ import tomllib
 import jax
 import numpy as np
 import pytest
+import xarray as xr
 
 import difsim as ds
 from difsim._config import ConfigError, load_config
@@ -95,6 +96,31 @@ def test_float32_sweep_runs_in_float32():
         out = ds.sweep(MODEL, SPEC, t0=0.0, t1=1.0, rtol=1e-6, atol=1e-6)
     assert out.x.dtype == np.float32 and out.attrs["engine"] == "ensemble"
     assert int((out.status != 0).sum()) == 0
+
+
+def test_a_repeated_one_chunk_sweep_places_its_points_once():
+    from difsim._sweep import _setup
+
+    kw = dict(t0=0.0, t1=0.5, rtol=1e-6, atol=1e-6, progress=False)
+    values = np.linspace(1.0, 20.0, 6, dtype=np.float32)
+    _setup._PARTS.clear()
+    first = ds.sweep(MODEL, ds.GridSweep({"rho": values}), **kw)
+    (setup,) = (s for part in _setup._PARTS.values() for _, _, s in part.setups)
+    (key,) = (k for k in setup.memo if k[0] == "points")
+    placed = setup.memo[key]["rho"]
+    assert isinstance(placed, jax.Array)
+    # The chunk's points, padded by repeating the last.
+    np.testing.assert_array_equal(np.asarray(placed)[: values.size], values.astype(setup.dtype))
+    assert (np.asarray(placed)[values.size :] == values[-1]).all()
+    again = ds.sweep(MODEL, ds.GridSweep({"rho": values.copy()}), **kw)
+    assert setup.memo[key]["rho"] is placed  # compared, not converted or placed again
+    xr.testing.assert_identical(again, first)
+    # Other values are another setup, with their own points.
+    values[3] = 7.5
+    other = ds.sweep(MODEL, ds.GridSweep({"rho": values}), **kw)
+    assert float(other.rho[3]) == 7.5 and float(other.x[3]) != float(first.x[3])
+    alone = ds.simulate(MODEL.replace(rho=7.5), save="final", **kw)
+    np.testing.assert_allclose(other.x[3], alone.ys["x"][-1], rtol=1e-5)
 
 
 def _n_setups(setup_module) -> int:

@@ -17,6 +17,7 @@ from difsim._sweep import (
     run_sweep,
 )
 from difsim._sweep._chunking import Chunking
+from difsim._sweep._options import sweep_options
 from difsim.models import ExponentialDecay
 
 TIMES = dict(t0=0.0, t1=1.0)
@@ -134,3 +135,24 @@ def test_an_error_in_on_chunk_stops_the_sweep():
     with pytest.raises(Stop):
         run_sweep(ExponentialDecay(), ds.GridSweep({"k": np.linspace(0.5, 3.0, 20)}), options)
     assert seen == [0, 1]  # chunk 2 was dispatched but never stored
+
+
+def test_plain_keywords_give_the_same_options_again_and_one_key_of_their_contents():
+    first = sweep_options(**TIMES, rtol=1e-6, progress=False)
+    assert sweep_options(**TIMES, rtol=1e-6, progress=False) is first
+    # Types count (an int time is other keywords), and so does every value.
+    assert sweep_options(t0=0, t1=1.0, rtol=1e-6, progress=False) is not first
+    assert sweep_options(**TIMES, rtol=1e-7, progress=False) is not first
+    # Values of other kinds are checked anew each time; a bad value is never remembered.
+    attrs = dict(**TIMES, attrs={"config": "x"})
+    assert sweep_options(**attrs) is not sweep_options(**attrs)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="engine must be one of"):
+            sweep_options(**TIMES, engine="fast")
+    # The key of what shapes a setup: equal for equal contents, whatever the object; the
+    # runtime options (progress, attrs, ...) are not in it; `None` with no content key.
+    assert first.shaping_key == SweepOptions(**TIMES, rtol=1e-6).shaping_key
+    assert first.shaping_key != SweepOptions(**TIMES, rtol=1e-6, keep="trajectory").shaping_key
+    keep = dict(**TIMES, keep=["x.max", "y.mean"])
+    assert SweepOptions(**keep).shaping_key == SweepOptions(**keep).shaping_key is not None
+    assert SweepOptions(**TIMES, solver=object()).shaping_key is None

@@ -1,6 +1,9 @@
 """Sweep specs: points and coordinates of grid/zip/random/LHS sweeps, and bad specs (no solving)."""
 
+import copy
 import itertools
+import math
+import pickle
 
 import numpy as np
 import pytest
@@ -36,6 +39,22 @@ def test_zip_pairs_values_along_one_dim():
     assert spec.coords(np.float64)["beta"][0] == ("run",)
     with pytest.raises(ValueError, match="same number of values.*'rho': 3, 'beta': 2"):
         ds.ZipSweep({"rho": [1.0, 2.0, 3.0], "beta": [4.0, 5.0]})
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [ds.GridSweep({"rho": [1.0, 2.0], "state.x": [0.5]}), ds.ZipSweep({"rho": [1.0, 2.0]}, "run")],
+)
+def test_grid_and_zip_keys_are_fixed_and_specs_pickle(spec):
+    # Keys and lengths are read by every sweep of the spec (computed once): they cannot
+    # change under it; values may be written into (a sweep compares them).
+    with pytest.raises(TypeError):
+        spec.values["beta"] = np.ones(2)
+    again = pickle.loads(pickle.dumps(spec))
+    assert type(again) is type(spec) and (again.dims, again.shape) == (spec.dims, spec.shape)
+    assert again.size == math.prod(spec.shape) and again.keys == spec.keys
+    np.testing.assert_array_equal(again.values["rho"], [1.0, 2.0])
+    assert copy.deepcopy(spec).coords(np.float64).keys() == spec.coords(np.float64).keys()
 
 
 @pytest.mark.parametrize("method", ["random", "lhs"])

@@ -60,8 +60,9 @@ class OutputLayout:
 
     def empty(self) -> dict[str, np.ndarray]:
         """Flat arrays `(size, *tail)` for every variable, to fill chunk by chunk."""
+        size = self.size
         return {
-            name: np.empty((self.size, *tail), dtype)
+            name: np.empty((size, *tail), dtype)
             for name, (_, tail, dtype, _) in self.variables.items()
         }
 

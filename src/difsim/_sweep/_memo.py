@@ -40,9 +40,9 @@ def freeze(value: Any) -> Hashable:
 
     **Raises:** `Unkeyable` for anything else, or a static field that is not hashable.
     """
-    # Modules first: a failed `isinstance` on an equinox module reads its `__class__`
-    # through the module's Python `__getattribute__`, ~0.3 µs for each class tried.
-    if isinstance(value, eqx.Module):
+    # Modules first, asked of the class: `isinstance` on an equinox module reads its
+    # `__class__` through the module's Python `__getattribute__`, ~0.3 µs for each try.
+    if issubclass(type(value), eqx.Module):
         return _module_key(value)
     if isinstance(value, _SCALARS):
         return (type(value), value)
@@ -114,6 +114,9 @@ class _HashedKey:
         )
 
 
+_MISSING = object()
+
+
 class LRU(Generic[_V]):
     """A small least-recently-used map: `get(key, make)` returns `(value, hit)`: the value
     stored under `key` and `True`, or `make()` (stored) and `False`. A `key` of `None`
@@ -126,9 +129,10 @@ class LRU(Generic[_V]):
     def get(self, key: Hashable | None, make: Callable[[], _V]) -> tuple[_V, bool]:
         if key is None:
             return make(), False
-        if key in self._items:
+        value = self._items.get(key, _MISSING)  # each look-up hashes the key again
+        if value is not _MISSING:
             self._items.move_to_end(key)
-            return self._items[key], True
+            return value, True
         value = make()
         self._items[key] = value
         while len(self._items) > self.size:

@@ -165,11 +165,14 @@ def monte_carlo_spec(
     **Raises:** `TypeError`/`ValueError` when `samples` and the model do not go together
     (a stochastic model needs them, a deterministic one takes none).
     """
-    if not isinstance(model, Model):
-        raise TypeError(f"sweep expects a difsim.Model instance, got {type(model).__name__}")
-    name, samples = type(model).__name__, options.samples
+    # Asked of the class: an attribute read on an equinox module instance (`isinstance`
+    # reads `__class__`) runs Python code, a visible cost on every repeated small sweep.
+    cls, samples = type(model), options.samples
+    if not issubclass(cls, Model):
+        raise TypeError(f"sweep expects a difsim.Model instance, got {cls.__name__}")
+    name, stochastic = cls.__name__, cls.is_stochastic()
     if samples is None:
-        if model.is_stochastic():
+        if stochastic:
             raise ValueError(
                 f"{name} is stochastic (it defines diffusion): give samples=<paths per "
                 "point> (and seed=...) for a Monte Carlo sweep, config key [sweep] samples"
@@ -177,7 +180,7 @@ def monte_carlo_spec(
         if spec is None:
             raise ValueError("sweep needs a spec (ds.GridSweep, ds.ZipSweep, ds.RandomSweep)")
         return spec, False
-    if not model.is_stochastic():
+    if not stochastic:
         raise ValueError(
             f"samples gives Monte Carlo paths of a stochastic model, but {name} has no noise "
             "(no diffusion method); for random parameter points use ds.RandomSweep"

@@ -8,9 +8,11 @@ a [`SolverChoice`][].
 """
 
 import dataclasses
+import functools
+import operator
 import os
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import numpy as np
 
 from difsim._core import SolverSettings, check_max_events
 from difsim._resources import parse_bytes as parse_bytes
+from difsim._sweep._memo import Unkeyable, freeze
 
 DEFAULT_MEMORY_BUDGET = 2**30  # bytes per chunk (1 GiB)
 
@@ -37,6 +40,9 @@ def check_chunk_size(chunk_size: Any) -> int | None:
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}")
     return int(chunk_size)
 
+
+# A tuple, built once: `bool | np.bool_` in a check would build a union on every call.
+_BOOLS = (bool, np.bool_)
 
 # How trajectories are integrated: "ensemble" (difsim's batched engine), "diffrax" (a
 # vmapped diffrax solve) or "auto" (the ensemble engine whenever the solve allows it).
@@ -117,9 +123,9 @@ class SweepOptions:
         for name, value in normalised.items():
             object.__setattr__(self, name, value)
         for name in ("resume", "overwrite"):
-            if not isinstance(getattr(self, name), bool | np.bool_):
+            if not isinstance(getattr(self, name), _BOOLS):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.progress is not None and not isinstance(self.progress, bool | np.bool_):
+        if self.progress is not None and not isinstance(self.progress, _BOOLS):
             raise TypeError(f"progress must be True, False or None, got {self.progress!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
@@ -127,6 +133,65 @@ class SweepOptions:
             raise TypeError(
                 f"on_chunk must be a function of the chunk index, got {self.on_chunk!r}"
             )
+
+    @functools.cached_property
+    def shaping_key(self) -> Hashable | None:
+        """A content key of the options that shape a sweep's setup (all but where results
+        go and how they are chunked, run and shown, `RUNTIME_OPTIONS`), equal exactly when
+        they are equal; `None` when one has no content key. Computed once per object."""
+        given = _shaping_getter()(self)
+        kinds = tuple(map(type, given))
+        if _PLAIN.issuperset(kinds):  # the usual settings: keyed with their types directly
+            return given, kinds
+        try:
+            return freeze(given)
+        except Unkeyable:
+            return None
+
+
+# Options that do not shape a setup (where results go, how they are chunked, run and
+# shown); every other option is part of `SweepOptions.shaping_key`, new ones included.
+# `attrs` only reach the Dataset's attributes: sweeps that set other ones share a setup's
+# model part.
+RUNTIME_OPTIONS = frozenset(
+    {"chunk_size", "memory_budget", "devices", "output", "store", "resume", "overwrite",
+     "progress", "on_chunk", "attrs"}
+)  # fmt: skip
+
+
+@functools.cache
+def _shaping_getter() -> Callable[[SweepOptions], tuple[Any, ...]]:
+    """The getter of the options that shape a setup, as one tuple (one C call)."""
+    names = [f.name for f in dataclasses.fields(SweepOptions) if f.name not in RUNTIME_OPTIONS]
+    return operator.attrgetter(*names)
+
+
+# Keyword values a repeated sweep is recognised by: plain scalars, keyed with their types
+# (`1`, `1.0` and `True` are other options).
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+_RECENT: dict[tuple, SweepOptions] = {}
+_RECENT_SIZE = 64
+
+
+def sweep_options(**given: Any) -> SweepOptions:
+    """`SweepOptions(**given)`; the same (frozen) object again for the same plain values.
+
+    A sweep repeated in a loop or a notebook checks its keywords once, and what is derived
+    from them ([`SweepOptions.shaping_key`][]) is computed once: on cold caches each check
+    is a visible cost of a small sweep. Options with any other value (devices, attrs, a
+    solver object, a list of kept quantities, a callback) are built anew each time.
+    """
+    values = tuple(given.values())
+    kinds = tuple(map(type, values))
+    if not _PLAIN.issuperset(kinds):
+        return SweepOptions(**given)
+    key = (tuple(given), values, kinds)
+    options = _RECENT.get(key)
+    if options is None:
+        if len(_RECENT) >= _RECENT_SIZE:
+            _RECENT.clear()
+        options = _RECENT[key] = SweepOptions(**given)
+    return options
 
 
 def _budget(budget: int | str | None) -> int:

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from difsim._core import Model, SaveSpec, simulate
+from difsim._core import Model, simulate
 from difsim._ensemble import run_ensemble, with_point
 from difsim._sweep import _distributed as dist
 from difsim._sweep._chunking import Chunking
@@ -34,6 +34,10 @@ class _Static:
     `State`) do not hash, but their tree structure and leaves do."""
 
     model: tuple[Any, tuple[Any, ...]]
+    # The tree structures of the model's arrays and of the save times, which the compiled
+    # function takes as flat tuples of leaves (see `_chunk`).
+    dyn_tree: Any
+    save_tree: Any
     keys: tuple[str, ...]
     save: Any
     solver: SolverChoice
@@ -44,12 +48,18 @@ class _Static:
 
     def __hash__(self) -> int:
         if self._hash is None:
-            fields = (self.model, self.keys, self.save, self.solver, self.keep, self.engine)
+            fields = (self.model, self.dyn_tree, self.save_tree, self.keys, self.save,
+                      self.solver, self.keep, self.engine)  # fmt: skip
             return hash((*fields, self.progress))
         return self._hash
 
 
-def _chunk(model_dyn, times: SaveSpec, points, static: _Static):
+def _chunk(dyn_leaves: tuple, save_leaves: tuple, points, static: _Static):
+    # The model's arrays and the save times arrive as flat tuples: jit flattens a tuple in
+    # C++, but an equinox module or a `SaveSpec` through Python calls on every chunk (~30 µs
+    # of a repeated small sweep).
+    model_dyn = jax.tree.unflatten(static.dyn_tree, dyn_leaves)
+    times = jax.tree.unflatten(static.save_tree, save_leaves)
     model = eqx.combine(model_dyn, jax.tree.unflatten(static.model[0], static.model[1]))
     if static.engine == "ensemble":
         # Every lane at once; then what is kept, lane by lane (cheap: no solve). A Monte
@@ -84,12 +94,12 @@ def _local_chunk(mesh: Mesh):
     loops are per device, never partitioned across devices by XLA."""
     rep, batch = PartitionSpec(), PartitionSpec(dist.BATCH_AXIS)
 
-    def run(model_dyn, times, points, static):
+    def run(dyn_leaves, save_leaves, points, static):
         local = lambda d, t, p: _chunk(d, t, p, static)  # noqa: E731
         mapped = jax.shard_map(
             local, mesh=mesh, in_specs=(rep, rep, batch), out_specs=batch, check_vma=False
         )
-        return mapped(model_dyn, times, points)
+        return mapped(dyn_leaves, save_leaves, points)
 
     return run
 
@@ -120,11 +130,15 @@ def run_chunks(
     one finishes, in order. `progress`: the solves report their model time (a host
     callback; the diffrax engine only)."""
     runner = chunk_runner(model, spec, setup, mesh, progress and setup.engine != "ensemble")
+    # A sweep of one chunk keeps its points placed on the devices in its setup: a repeat
+    # (its points compared bitwise when the setup was found) neither converts nor
+    # transfers them again.
+    memo = setup.memo if chunking.n_chunks == 1 else None
     pending = None
     for i in todo:
         # Dispatch the next chunk before fetching the previous one: the host work
         # (transfer, writing) overlaps the device work.
-        launched = (i, runner.launch(spec, chunking, i))
+        launched = (i, runner.launch(spec, chunking, i, memo))
         if pending is not None:
             finished(pending[0], runner.fetch(chunking, *pending))
         pending = launched
@@ -135,22 +149,28 @@ def run_chunks(
 @dataclasses.dataclass(frozen=True)
 class ChunkRunner:
     """What every chunk of a sweep is run with: `run`, the compiled chunk function; its
-    arguments `model_dyn` and `save` (the model's arrays and the save times, replicated
-    on every device) and `static`; `batch`, the points' sharding; `dtype`, the points'
-    dtype; `dtypes`, each result's dtype in the layout; `one_device`, whether the run is
-    one process on one device."""
+    arguments `model_dyn` and `save` (the leaves of the model's arrays and of the save
+    times, replicated on every device, as tuples) and `static`; `batch`, the points'
+    sharding; `dtype`, the points' dtype; `dtypes`, each result's dtype in the layout;
+    `one_device`, whether the run is one process on one device."""
 
     run: Callable
-    model_dyn: Any
-    save: SaveSpec
+    model_dyn: tuple[jax.Array, ...]
+    save: tuple[jax.Array, ...]
     static: _Static
     batch: NamedSharding
     dtype: np.dtype
     dtypes: dict[str, np.dtype]
     one_device: bool
 
-    def launch(self, spec: AbstractSweep, chunking: Chunking, i: int) -> dict[str, jax.Array]:
-        """Dispatch chunk `i` of `spec` (asynchronously): its results, on the devices."""
+    def launch(
+        self, spec: AbstractSweep, chunking: Chunking, i: int, memo: dict | None = None
+    ) -> dict[str, jax.Array]:
+        """Dispatch chunk `i` of `spec` (asynchronously): its results, on the devices.
+        `memo`: where the chunk's points, placed on the devices, are kept for a repeat."""
+        placed = None if memo is None else memo.get(("points", chunking.size, i))
+        if placed is not None:
+            return self.run(self.model_dyn, self.save, placed, self.static)
         n, start, size = chunking.length(i), chunking.start(i), chunking.size
         pts = spec.points(start, start + n, self.dtype)
         if n < size:  # the last chunk is padded by repeating its last point: one shape
@@ -159,8 +179,12 @@ class ChunkRunner:
             }
         if not self.one_device:  # each process places its own shards, explicitly
             pts = {k: dist.to_global(v, self.batch) for k, v in pts.items()}
-        # On one device, jit places the host arrays itself: ~0.2 ms less per call than
-        # building a global array first (a visible share of a 1e4-point sweep on a CPU).
+        elif memo is not None:
+            pts = {k: jax.device_put(v, self.batch) for k, v in pts.items()}
+        if memo is not None:
+            memo["points", chunking.size, i] = pts
+        # On one device and nothing kept, jit places the host arrays itself: ~0.2 ms less
+        # per call than building a global array first (a visible share of a small sweep).
         return self.run(self.model_dyn, self.save, pts, self.static)
 
     def fetch(self, chunking: Chunking, i: int, out: dict[str, jax.Array]) -> dict[str, np.ndarray]:
@@ -171,7 +195,8 @@ class ChunkRunner:
         host, n = dist.to_host(out), chunking.length(i)
         if n < chunking.size:  # drop the padding
             host = {k: v[:n] for k, v in host.items()}
-        return {k: v.astype(self.dtypes[k], copy=False) for k, v in host.items()}
+        dtypes = self.dtypes
+        return {k: v.astype(dtypes[k], copy=False) for k, v in host.items()}
 
 
 def chunk_runner(
@@ -186,21 +211,22 @@ def chunk_runner(
     rep = NamedSharding(mesh, PartitionSpec())
     model_dyn, model_static = eqx.partition(model, eqx.is_array)
     place = lambda x: None if x is None else dist.to_global(np.asarray(x), rep)  # noqa: E731
-    model_dyn = jax.tree.map(place, model_dyn)
+    dyn_leaves, dyn_tree = jax.tree.flatten(jax.tree.map(place, model_dyn))
     # The checked times as arrays of the run's dtype on every device: `tree.map` swaps the
     # leaves without running `SaveSpec.__init__` (no second check).
     save = jax.tree.map(lambda v: place(np.asarray(v, setup.dtype)), setup.save)
+    save_leaves, save_tree = jax.tree.flatten(save)
     leaves, treedef = jax.tree.flatten(model_static)
     static = _Static(
-        (treedef, tuple(leaves)), spec.keys, setup.times.save, setup.solver, setup.plan,
-        setup.engine, progress,
+        (treedef, tuple(leaves)), dyn_tree, save_tree, spec.keys, setup.times.save,
+        setup.solver, setup.plan, setup.engine, progress,
     )  # fmt: skip
     # jit hashes its static argument on every call: hash the fields once.
     object.__setattr__(static, "_hash", hash(static))
     dtypes = {name: dt for name, (_, _, dt, _) in setup.layout.variables.items()}
     one_device = jax.process_count() == 1 and mesh.devices.size == 1
     setup.shared[key] = ChunkRunner(
-        _compiled(mesh, setup.engine), model_dyn, save, static, dist.batch_sharding(mesh),
-        setup.dtype, dtypes, one_device,
+        _compiled(mesh, setup.engine), tuple(dyn_leaves), tuple(save_leaves), static,
+        dist.batch_sharding(mesh), setup.dtype, dtypes, one_device,
     )  # fmt: skip
     return setup.shared[key]

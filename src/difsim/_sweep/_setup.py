@@ -3,7 +3,6 @@ before a single trajectory runs (what is kept, the Dataset's layout, the setting
 memory of one trajectory)."""
 
 import dataclasses
-import functools
 import json
 import logging
 from collections.abc import Hashable
@@ -47,7 +46,7 @@ from difsim._sweep._layout import (
 from difsim._sweep._memo import LRU, Unkeyable, freeze
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
-from difsim._sweep._resources import check_sweep_resources
+from difsim._sweep._resources import check_sweep_resources, result_bytes
 from difsim._sweep._samples import sde_solver_choice
 from difsim._sweep._spec import AbstractSweep
 
@@ -127,6 +126,7 @@ class _ModelPart:
     per_traj: int
     model_time: bool
     coord_meta: dict[str, dict]  # the swept keys' coordinate attributes
+    point_bytes: int  # what one trajectory adds to the results (`result_bytes`)
     memo: dict[Any, Any] = dataclasses.field(default_factory=dict)
     setups: list[tuple[Hashable, dict[str, np.ndarray], SweepSetup]] = dataclasses.field(
         default_factory=list
@@ -154,7 +154,8 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
     **Raises:** `TypeError` for a `model` or `spec` of the wrong kind; `ValueError` naming
     the culprit for a key, time, solver or `keep` that does not fit.
     """
-    if not isinstance(model, Model):
+    # Of the class: `isinstance` on an equinox module reads `__class__` through Python code.
+    if not issubclass(type(model), Model):
         raise TypeError(f"sweep expects a difsim.Model instance, got {type(model).__name__}")
     if not isinstance(spec, AbstractSweep):
         raise TypeError(
@@ -163,11 +164,12 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
         )
     part, _ = _PARTS.get(_part_key(model, spec, options), lambda: _model_part(model, spec, options))
     # Before any point is drawn, hashed or allocated: refuse what cannot fit.
-    check_sweep_resources(model, spec, part.outputs, part.times.n_saved, part.dtype, options)
+    check_sweep_resources(model, spec, part.outputs, part.times.n_saved, part.dtype, options,
+                          part.point_bytes)  # fmt: skip
     if part.fallback:
         logger.info("sweep: the diffrax engine runs this sweep (%s)", part.fallback)
     try:  # with the coordinates compared below: what `spec.fingerprint` hashes, and more
-        signature = (type(spec), spec.dims, spec.shape, repr(spec.describe()),
+        signature = (type(spec), spec.keys, spec.dims, spec.shape, spec.signature(),
                      freeze(options.attrs) if options.attrs else ())  # fmt: skip
     except Unkeyable:
         signature = None
@@ -188,58 +190,36 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
 
 
 def _same_points(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
-    """Whether two specs' coordinates are bitwise equal (comparing costs a fraction of
-    hashing them). Three values of each key are compared first: other points (a loop
-    over new values) are told apart without reading them all."""
-    if a.keys() != b.keys() or any(a[k].shape != b[k].shape for k in a):
+    """Whether two specs' coordinates (1-D float64) are bitwise equal (comparing costs a
+    fraction of hashing them). The first, middle and last value of each key are compared
+    first, as Python scalars: other points (a loop over new values) are told apart without
+    reading them all. (A NaN there differs from itself: a miss, which is always safe;
+    -0.0 and 0.0 are told apart by the bitwise comparison.)"""
+    if a.keys() != b.keys():
         return False
-    if any((_bits(_probe(a[k])) != _bits(_probe(b[k]))).any() for k in a if a[k].size):
-        return False
-    return all(bool((_bits(a[k]) == _bits(b[k])).all()) for k in a)
-
-
-def _probe(values: np.ndarray) -> np.ndarray:
-    """The first, middle and last of 1-D `values` (not empty)."""
-    n = len(values)
-    return values[[0, n // 2, n - 1]]
-
-
-def _bits(values: np.ndarray) -> np.ndarray:
-    """float64 `values` as their bit patterns (so -0.0 differs from 0.0)."""
-    return np.ascontiguousarray(values).view(np.int64)
-
-
-# Options that do not shape a setup (where results go, how they are chunked, run and
-# shown); every other option is part of the cache key, new ones included. `attrs` only
-# reach the Dataset's attributes: a part is shared by sweeps that set other ones.
-_RUNTIME_OPTIONS = frozenset(
-    {"chunk_size", "memory_budget", "devices", "output", "store", "resume", "overwrite",
-     "progress", "on_chunk", "attrs"}
-)  # fmt: skip
+    for k, x in a.items():
+        y, n = b[k], len(x)
+        if x.shape != y.shape:
+            return False
+        if n and (x[0] != y[0] or x[n // 2] != y[n // 2] or x[n - 1] != y[n - 1]):
+            return False
+    # Few NumPy calls: on a repeated sweep each one is run on cold caches.
+    for k, x in a.items():
+        if not (x.view(np.int64) == b[k].view(np.int64)).all():
+            return False
+    return True
 
 
 def _part_key(model: Model, spec: AbstractSweep, options: SweepOptions) -> Hashable | None:
     """What [`_model_part`][] reads, as a content key; `None` (do not cache) if some input
     has none. The precision switch is in it: it decides the run's dtype."""
-    given = tuple(getattr(options, name) for name in _shaping_options())
+    settings_key = options.shaping_key
+    if settings_key is None:
+        return None
     try:
-        # Plain scalars (names, numbers, None: the usual settings) are keyed with their types
-        # directly; anything else by its contents.
-        types = tuple(map(type, given))
-        settings_key = (given, types) if _PLAIN.issuperset(types) else freeze(given)
-        keys = (type(spec), spec.keys)
-        return (freeze(model), keys, settings_key, bool(jax.config.jax_enable_x64))
+        return (freeze(model), (type(spec), spec.keys), settings_key, jax.config.jax_enable_x64)
     except Unkeyable:
         return None
-
-
-_PLAIN = frozenset({str, int, float, bool, type(None)})
-
-
-@functools.cache
-def _shaping_options() -> tuple[str, ...]:
-    """The names of the options that shape a setup (all but `_RUNTIME_OPTIONS`)."""
-    return tuple(f.name for f in dataclasses.fields(SweepOptions) if f.name not in _RUNTIME_OPTIONS)
 
 
 def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _ModelPart:
@@ -281,7 +261,7 @@ def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _Mo
     layout = base_layout(model, spec.keys, list(outputs), plan, times, dtype, attrs)
     return _ModelPart(
         times, save, solver, dtype, plan, outputs, engine, fallback, described, layout, per_traj,
-        reports_model_time(model), coord_meta(model, spec.keys),
+        reports_model_time(model), coord_meta(model, spec.keys), result_bytes(outputs),
     )  # fmt: skip
 
 

@@ -14,6 +14,8 @@ flat index in chunks, and the result is reshaped to the spec's dimensions at the
 import abc
 import hashlib
 import math
+import operator
+import types
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
@@ -60,6 +62,11 @@ class AbstractSweep(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """A JSON-able summary, e.g. for output attributes."""
 
+    def signature(self) -> Any:
+        """What tells this spec from another of its type, dims and shape besides its
+        points' values (compared apart): hashable. By default its description."""
+        return repr(self.describe())
+
     def point_values(self) -> dict[str, np.ndarray]:
         """`{key: float64 coordinate values}` as the spec holds them (no copy where it
         can: do not write into them), to compare two specs' points cheaply."""
@@ -93,13 +100,31 @@ def _as_values(key: str, values: Any, what: str) -> np.ndarray:
         raise ValueError(f"{what} {key!r}: expected a 1-D list of values, got shape {array.shape}")
     if array.size == 0:
         raise ValueError(f"{what} {key!r}: the list of values is empty")
-    if not np.isfinite(array).all():
+    # A sum of finite values is finite unless it overflows, and a NaN or an infinity makes
+    # it NaN or infinite: one pass and no temporary array for the usual case.
+    if not math.isfinite(np.add.reduce(array)) and not np.isfinite(array).all():
         raise ValueError(f"{what} {key!r}: values must be finite")
     return array
 
 
+def _frozen(values: dict[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+    """A spec's `{key: values}`, read-only: its keys and lengths were checked and are read
+    by every sweep of it (the values' contents may still be written into, as the caller's
+    array they may be: a sweep compares them, never trusts them)."""
+    return types.MappingProxyType(values)
+
+
+# The keys, dims, shape and size of a grid or zip spec, computed once at construction and
+# read through C getters: a repeated sweep reads them a dozen times, each read of a Python
+# property a visible cost on cold caches.
+_get_keys = operator.attrgetter("_keys")
+_get_shape = operator.attrgetter("_shape")
+_get_size = operator.attrgetter("_size")
+
+
 def _check_mapping(values: Any, cls: str) -> None:
-    if not isinstance(values, Mapping) or not values:
+    # `dict` first: a check against the `Mapping` ABC alone goes through Python code.
+    if not isinstance(values, (dict, Mapping)) or not values:
         raise ValueError(f"{cls} needs a non-empty dict {{key: values}}, got {values!r}")
     for key in values:
         if not isinstance(key, str) or not key:
@@ -122,11 +147,14 @@ class GridSweep(AbstractSweep):
 
     def __init__(self, values: Mapping[str, ArrayLike]):
         _check_mapping(values, "GridSweep")
-        self.values = {k: _as_values(k, v, "GridSweep key") for k, v in values.items()}
+        self.values = _frozen({k: _as_values(k, v, "GridSweep key") for k, v in values.items()})
+        self._keys = tuple(self.values)
+        self._shape = tuple(v.size for v in self.values.values())
+        self._size = math.prod(self._shape)
 
-    keys = property(lambda self: tuple(self.values))
-    dims = keys
-    shape = property(lambda self: tuple(v.size for v in self.values.values()))
+    keys = dims = property(_get_keys)
+    shape = property(_get_shape)
+    size = property(_get_size)
 
     def points(self, start, stop, dtype):
         if len(self.values) == 1:  # one key: the points are its values
@@ -143,6 +171,12 @@ class GridSweep(AbstractSweep):
     def point_values(self):
         return self.values
 
+    def signature(self):  # its description is its kind, keys and shape
+        return None
+
+    def __reduce__(self):  # pickle and copy: the read-only mapping is rebuilt
+        return GridSweep, (dict(self.values),)
+
     def __repr__(self):
         return f"GridSweep({{{_summary(self.values)}}})"
 
@@ -158,7 +192,7 @@ class ZipSweep(AbstractSweep):
 
     def __init__(self, values: Mapping[str, ArrayLike], dim: str = "sample"):
         _check_mapping(values, "ZipSweep")
-        self.values = {k: _as_values(k, v, "ZipSweep key") for k, v in values.items()}
+        self.values = _frozen({k: _as_values(k, v, "ZipSweep key") for k, v in values.items()})
         lengths = {k: v.size for k, v in self.values.items()}
         if len(set(lengths.values())) > 1:
             raise ValueError(
@@ -166,10 +200,14 @@ class ZipSweep(AbstractSweep):
                 + ", ".join(f"{k!r}: {n}" for k, n in lengths.items())
             )
         self.dim = _check_dim(dim, self.values, "ZipSweep")
+        self._keys, self._dims = tuple(self.values), (self.dim,)
+        self._shape = (next(iter(lengths.values())),)
+        self._size = self._shape[0]
 
-    keys = property(lambda self: tuple(self.values))
-    dims = property(lambda self: (self.dim,))
-    shape = property(lambda self: (next(iter(self.values.values())).size,))
+    keys = property(_get_keys)
+    dims = property(operator.attrgetter("_dims"))
+    shape = property(_get_shape)
+    size = property(_get_size)
 
     def points(self, start, stop, dtype):
         return {k: v[start:stop].astype(dtype) for k, v in self.values.items()}
@@ -182,6 +220,12 @@ class ZipSweep(AbstractSweep):
 
     def point_values(self):
         return self.values
+
+    def signature(self):  # its description is its kind, keys and shape
+        return None
+
+    def __reduce__(self):
+        return ZipSweep, (dict(self.values), self.dim)
 
     def __repr__(self):
         return f"ZipSweep({{{_summary(self.values)}}}, dim={self.dim!r})"

@@ -30,7 +30,7 @@ from difsim._sweep._events import cut_dataset
 from difsim._sweep._layout import count_attrs, counts_from_file, status_counts
 from difsim._sweep._location import StoreLocation
 from difsim._sweep._monte_carlo import monte_carlo_spec, run_statistics
-from difsim._sweep._options import SweepOptions
+from difsim._sweep._options import SweepOptions, sweep_options
 from difsim._sweep._runner import run_chunks
 from difsim._sweep._setup import SweepSetup, prepare
 from difsim._sweep._spec import AbstractSweep
@@ -163,7 +163,7 @@ def sweep(
     the file (lazily); in a multi-process run, processes other than the writer return
     `None` when `output` is set.
     """
-    options = SweepOptions(
+    options = sweep_options(
         t0=t0, t1=t1, save=save, keep=keep, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         controller=controller, max_steps=max_steps, root_tol=root_tol, max_events=max_events,
         chunk_size=chunk_size,
@@ -239,9 +239,10 @@ def _run_in_memory(model, spec, options, setup, mesh, start):
     """[`run_sweep`][] without an output: no store to open, lock, resume from or agree on
     (a sweep repeated in a loop runs through here: what it skips is a visible share of a
     small sweep), every process computing every chunk."""
-    # Nothing stored: the chunking follows from these alone (made once per setup).
-    plan = (spec.size, options.chunk_size, options.memory_budget, options.devices,
-            mesh.devices.size, _in_memory(options))  # fmt: skip
+    # Nothing stored: the chunking follows from these and the number of points (the
+    # setup's own) alone, made once per setup.
+    plan = (options.chunk_size, options.memory_budget, options.devices, mesh.devices.size,
+            _in_memory(options))  # fmt: skip
     chunking = setup.memo.get(("chunking", plan))
     if chunking is None:
         chunking = setup.memo["chunking", plan] = plan_chunking(
@@ -257,8 +258,9 @@ def _run_in_memory(model, spec, options, setup, mesh, start):
     todo = _compute(model, spec, setup, options, mesh, chunking, set(), None, arrays)
     counts = status_counts(arrays["status"])
     dataset.attrs.update(count_attrs(counts))
-    # `event` as long as the most events
-    return cut_dataset(dataset), _report(spec, setup, mesh, chunking, 0, todo, counts, None, start)
+    if "event_count" in arrays:  # `event` as long as the most events
+        dataset = cut_dataset(dataset)
+    return dataset, _report(spec, setup, mesh, chunking, 0, todo, counts, None, start)
 
 
 def _report(spec, setup, mesh, chunking, reused, computed, counts, output, start) -> SweepReport:
@@ -318,7 +320,7 @@ def _compute(
     """Run the chunks not `done`, storing each in `store` as it finishes or, without one,
     in the flat `arrays` (`{name: (size, *tail)}`); return the chunks run.
     `options.on_chunk` is called after each chunk is stored."""
-    todo = tuple(i for i in range(chunking.n_chunks) if i not in done)
+    todo = tuple([i for i in range(chunking.n_chunks) if i not in done])
     if options.progress is False or not dist.is_writer():  # nothing shown: no task at all
         finished = _storer(options, chunking, store, arrays)
         run_chunks(model, spec, setup, mesh, chunking, todo, finished)
