@@ -110,7 +110,10 @@ def test_optax_and_optimistix_reach_the_same_optimum(noisy_lm):
     data = lv_data(noise=0.05)
     assert noisy_lm.status == "converged"
     reference = noisy_lm.parameters
-    bfgs = fit(START, data, FREE, optimizer="bfgs", adjoint="forward", **KW)
+    # Reverse mode: with forward-mode gradients BFGS can stall at the optimum on some CPUs
+    # (its line search rejects every trial step once the loss is flat to rounding, which
+    # ends the fit as diverged; see the DIVERGED message), a known limitation.
+    bfgs = fit(START, data, FREE, optimizer="bfgs", **KW)
     assert bfgs.status == "converged", bfgs.message
     assert max(rel_err(bfgs.parameters, reference).values()) < 1e-6
     adam = fit(START, data, FREE, optimizer="adam", learning_rate=0.05, steps=700, **ADAM)

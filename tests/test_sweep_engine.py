@@ -121,6 +121,21 @@ def test_a_repeated_one_chunk_sweep_places_its_points_once():
     assert float(other.rho[3]) == 7.5 and float(other.x[3]) != float(first.x[3])
     alone = ds.simulate(MODEL.replace(rho=7.5), save="final", **kw)
     np.testing.assert_allclose(other.x[3], alone.ys["x"][-1], rtol=1e-5)
+    # The same sweep on another device (the same setup) places its points there.
+    devices = jax.devices()[1:2]
+    moved = ds.sweep(MODEL, ds.GridSweep({"rho": values}), devices=devices, **kw)
+    xr.testing.assert_identical(moved, other)
+    placed = [v["rho"] for k, v in setup_of(values).memo.items() if k[0] == "points"]
+    assert len(placed) == 2 and {devices[0]} in [p.devices() for p in placed]
+
+
+def setup_of(values):
+    from difsim._sweep import _setup
+
+    return next(
+        s for part in _setup._PARTS.values() for _, seen, s in part.setups
+        if np.array_equal(seen["rho"], values)
+    )  # fmt: skip
 
 
 def _n_setups(setup_module) -> int:

@@ -14,9 +14,10 @@ So a single pair (b) / (a3) measures that luck as much as the sweep. Here:
 (b) / (a4#0) is the sweep's own cost around its engine call (one executable: no luck);
 median(a4) / median(a3) compares the two programs over several compilations; their product
 estimates `ds.sweep` / the engine called directly. The plain (b) / (a3#1) is shown too.
+Each ratio is taken within a round and its median over the rounds reported: the contenders
+of a round run within a fraction of a second, so the machine's drift over minutes cancels.
 """
 
-import statistics
 from collections.abc import Callable
 
 import jax
@@ -86,15 +87,26 @@ def bench_overhead(problem: Problem, sizes: list[int], rounds: int, twins: int) 
 
 
 def ratios(row: dict) -> dict[str, float]:
-    """The ratios of the module docstring from one size's CPU medians."""
-    med = {k: v["median"] for k, v in row["cpu"].items()}
-    a3 = [v for k, v in med.items() if k.startswith("a3#")]
-    a4 = [v for k, v in med.items() if k.startswith("a4#")]
-    host = med["b"] / med["a4#0"]
-    program = statistics.median(a4) / statistics.median(a3)
+    """The ratios of the module docstring from one size's CPU times, each taken within a
+    round (the contenders of one round ran within a fraction of a second of each other)
+    and then the median over rounds: the machine's drift between rounds cancels.
+
+    `host`: (b) / (a4#0); `program`: the round's median over the (a4) compilations over
+    its median over the (a3) compilations; `plain`: (b) / (a3#1). The spreads compare
+    the compilations' own medians."""
+    samples = {k: np.asarray(v["samples"]) for k, v in row["cpu"].items()}
+    a3 = np.stack([v for k, v in samples.items() if k.startswith("a3#")])
+    a4 = np.stack([v for k, v in samples.items() if k.startswith("a4#")])
+    host = float(np.median(samples["b"] / samples["a4#0"]))
+    program = float(np.median(np.median(a4, axis=0) / np.median(a3, axis=0)))
+
+    def spread(runs: np.ndarray) -> float:
+        medians = np.median(runs, axis=1)
+        return float(medians.max() / medians.min() - 1)
+
     return dict(host=host, program=program, estimate=host * program,
-                plain=med["b"] / med["a3#1"], a3_spread=max(a3) / min(a3) - 1,
-                a4_spread=max(a4) / min(a4) - 1)  # fmt: skip
+                plain=float(np.median(samples["b"] / samples["a3#1"])),
+                a3_spread=spread(a3), a4_spread=spread(a4))  # fmt: skip
 
 
 def render_overhead(rows: list[dict], markdown: bool) -> str:
@@ -114,7 +126,8 @@ def render_overhead(rows: list[dict], markdown: bool) -> str:
         f"Overhead of ds.sweep over the engine called directly: CPU medians of "
         f"{rows[0]['rounds']} interleaved rounds; (a3#i) the engine jitted by hand and "
         "(a4#i) the sweep's compiled chunk, each compiled several times (a4#0 is the "
-        "executable (b) runs); load average before/after each size: "
+        "executable (b) runs); the ratios are medians over rounds of each round's ratio; "
+        "load average before/after each size: "
         f"{loads or 'n/a'}\n\n" + format_table(head, body, markdown)
     )
 

@@ -226,8 +226,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--twins",
         type=int,
-        default=3,
-        help="compilations of each engine program in the overhead section (3)",
+        default=5,
+        help="compilations of each engine program in the overhead section (5)",
     )
     p.add_argument("--skip", nargs="+", default=[], choices=SECTIONS)
     p.add_argument("--markdown", type=Path, metavar="PATH", help="write Markdown tables here")

@@ -208,9 +208,10 @@ def result_message(status: Status, result: int, steps: int, driver: AbstractDriv
         return f"converged: the {driver.name} tolerance was met after {steps} steps"
     if status == Status.DIVERGED:
         return (
-            f"stopped after {fails} consecutive rejected steps (non-finite loss or failed "
-            "solves); the best parameters found so far are kept. Try a smaller learning rate, "
-            "bounds on the parameters (ds.Bounded) or a better initial guess"
+            f"stopped after {fails} consecutive rejected steps (no trial point lowered the "
+            "loss: a non-finite loss, failed solves, or a loss already flat to rounding); the "
+            "best parameters found so far are kept. Try a smaller learning rate, bounds on the "
+            "parameters (ds.Bounded) or a better initial guess"
         )
     if status == Status.OPTIMIZER_FAILED:
         # optimistix's own words: Status has one member for all its failures.

@@ -33,10 +33,12 @@ class Chunking:
 
     n_points: int
     size: int
+    # A field, not a property: read several times by every sweep, each property read a
+    # Python call.
+    n_chunks: int = dataclasses.field(init=False)
 
-    @property
-    def n_chunks(self) -> int:
-        return math.ceil(self.n_points / self.size)
+    def __post_init__(self):
+        object.__setattr__(self, "n_chunks", math.ceil(self.n_points / self.size))
 
     def length(self, i: int) -> int:
         """Points in chunk `i` (fewer than `size` in the last one)."""

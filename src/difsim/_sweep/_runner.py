@@ -168,7 +168,9 @@ class ChunkRunner:
     ) -> dict[str, jax.Array]:
         """Dispatch chunk `i` of `spec` (asynchronously): its results, on the devices.
         `memo`: where the chunk's points, placed on the devices, are kept for a repeat."""
-        placed = None if memo is None else memo.get(("points", chunking.size, i))
+        # Keyed by the sharding too: a repeat on other devices places them there.
+        key = ("points", self.batch, chunking.size, i)
+        placed = None if memo is None else memo.get(key)
         if placed is not None:
             return self.run(self.model_dyn, self.save, placed, self.static)
         n, start, size = chunking.length(i), chunking.start(i), chunking.size
@@ -182,7 +184,7 @@ class ChunkRunner:
         elif memo is not None:
             pts = {k: jax.device_put(v, self.batch) for k, v in pts.items()}
         if memo is not None:
-            memo["points", chunking.size, i] = pts
+            memo[key] = pts
         # On one device and nothing kept, jit places the host arrays itself: ~0.2 ms less
         # per call than building a global array first (a visible share of a small sweep).
         return self.run(self.model_dyn, self.save, pts, self.static)
