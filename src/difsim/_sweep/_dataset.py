@@ -79,14 +79,14 @@ class DatasetTemplate:
         layout), identical to `layout.to_dataset(arrays)` with `attrs` added to its
         attributes. The arrays become its variables without a copy; attributes (global and
         per variable) and non-index coordinates are the Dataset's own."""
-        variables = self._variables.copy()
+        variables, new = self._variables.copy(), _new_variable()
         for name, values in arrays.items():
             dims, shape, var_attrs = self._slots[name]
             if values.shape != shape:
                 values = values.reshape(shape)
             # `fastpath`: `values` is already an ndarray of the layout's dtype (the attributes
             # are copied by the constructor).
-            variables[name] = _new_variable()(dims, values, var_attrs)
+            variables[name] = new(dims, values, var_attrs)
         for name in self._plain:
             variables[name] = variables[name].copy(deep=True)
         merged = self._attrs.copy()

@@ -49,10 +49,10 @@ def check_sweep_resources(
     n_saved: int,
     dtype,
     options: SweepOptions,
-    per_point: int | None = None,
+    per_point: int,
 ) -> None:
     """Refuse a sweep whose points, results or chunks cannot fit (see the module docstring).
-    `per_point`: [`result_bytes`][] of `outputs` where the caller has it already.
+    `per_point`: [`result_bytes`][] of `outputs` (computed once per model part).
 
     **Raises:** `ResourceError` (a `ValueError`) naming `samples`, `spec`, `output` or
     `chunk_size`, with the estimate and the limit.
@@ -65,8 +65,6 @@ def check_sweep_resources(
             "samples",
             "draw fewer samples",
         )
-    if per_point is None:
-        per_point = result_bytes(outputs)
 
     def what() -> str:  # formatted only for a refusal
         return f"the results of {n:,} trajectories ({per_point:,} bytes each)"
