@@ -44,8 +44,17 @@ def _loss(c, k, adjoint):
     return jnp.sum(sol.ys["x"] ** 2) + jnp.sum(sol.ys["v"])
 
 
-_grads = jax.jit(jax.grad(_loss, argnums=(0, 1)), static_argnums=2)
-_loss_jit = jax.jit(_loss, static_argnums=2)
+# Value and gradient in one compiled program: the finite differences read the loss off
+# the forward-mode one (one compile, not two).
+_value_and_grads = jax.jit(jax.value_and_grad(_loss, argnums=(0, 1)), static_argnums=2)
+
+
+def _grads(c, k, adjoint):
+    return _value_and_grads(c, k, adjoint)[1]
+
+
+def _loss_jit(c, k, adjoint):
+    return _value_and_grads(c, k, adjoint)[0]
 
 
 def test_reverse_mode_matches_forward_mode_finite_differences_and_diffrax():
@@ -89,13 +98,15 @@ def test_auto_goes_reverse_for_many_parameters(monkeypatch):
     g = jax.jit(jax.grad(loss))(W)  # 9 scalars > 4: reverse mode
     assert calls
     calls.clear()
-    g_forward = jax.jit(jax.grad(lambda W: loss(W, "forward")))(W)
+    forward = jax.jit(jax.value_and_grad(lambda W: loss(W, "forward")))
+    g_forward = forward(W)[1]
     assert not calls
     np.testing.assert_allclose(g, g_forward, rtol=1e-12)
+    # Finite differences of the loss, read off the forward-mode program (no new compile).
     eps = 1e-6
     dW = jnp.zeros((3, 3)).at[1, 2].set(eps)
-    primal = jax.jit(loss)
-    np.testing.assert_allclose(g[1, 2], (primal(W + dW) - primal(W - dW)) / (2 * eps), rtol=1e-7)
+    up, down = forward(W + dW)[0], forward(W - dW)[0]
+    np.testing.assert_allclose(g[1, 2], (up - down) / (2 * eps), rtol=1e-7)
     # With respect to the swept initial values: 3 per lane, one tangent each covering
     # every lane, so forward mode.
     jax.jit(jax.grad(lambda x0: loss(W, x0=x0)))(x0)
@@ -115,13 +126,19 @@ def test_every_transformation_passes_the_reverse_path():
         )  # fmt: skip
         return sol.ys["x"][:, -1]
 
-    jac_c = jax.jit(jax.jacfwd(finals))(0.3, K)
+    # The primal values come out of the jacfwd program too (has_aux): the finite
+    # differences below need no program of their own.
+    def twice(c, k):
+        y = finals(c, k)  # one solve: the output and, as aux, its primal value
+        return y, y
+
+    jac_and_finals = jax.jit(jax.jacfwd(twice, has_aux=True))
+    jac_c = jac_and_finals(0.3, K)[0]
     rows = jax.jit(jax.vmap(jax.grad(lambda c, k: finals(c, k[None])[0]), in_axes=(None, 0)))
     np.testing.assert_allclose(rows(0.3, K), jac_c, rtol=1e-12)
-    eps, primal = 1e-6, jax.jit(finals)
-    np.testing.assert_allclose(
-        jac_c, (primal(0.3 + eps, K) - primal(0.3 - eps, K)) / (2 * eps), rtol=1e-7
-    )
+    eps = 1e-6
+    up, down = jac_and_finals(0.3 + eps, K)[1], jac_and_finals(0.3 - eps, K)[1]
+    np.testing.assert_allclose(jac_c, (up - down) / (2 * eps), rtol=1e-7)
 
 
 def test_adjoint_choice_is_checked():

@@ -5,6 +5,7 @@ per-lane statuses; and Monte Carlo sweeps that give the same numbers on both eng
 """
 
 import dataclasses
+import functools
 import json
 import logging
 
@@ -329,26 +330,39 @@ def test_what_the_ensemble_engine_cannot_run_falls_back_with_its_reason(caplog):
                              save="final", solver="euler", dt0=0.1, brownian="steps")  # fmt: skip
 
 
+GRADIENT_KW = dict(TIMES, save="final", solver="euler")
+
+
+@functools.cache
+def _diffrax_gradient():
+    """diffrax's gradient of the loss below (`jax.vmap(ds.simulate)`, the default adjoint):
+    the same for both of the ensemble engine's adjoints, computed once."""
+
+    def loss(sigmas):
+        model = ItoDiagonal()
+        one = lambda k, s: ds.simulate(model.replace(sigma=s), key=k, **GRADIENT_KW).ys["x"][-1]  # noqa: E731
+        return jnp.sum(jax.vmap(one)(KEYS, sigmas) ** 2)
+
+    return np.asarray(jax.jit(jax.grad(loss))(SIGMAS))
+
+
 @pytest.mark.parametrize("adjoint", ["forward", "checkpoint"])
 def test_pathwise_gradients_match_the_diffrax_engine_and_finite_differences(adjoint):
     # With the keys fixed the path is a deterministic function of the parameters: forward
     # and reverse mode through the engine's SDE loop against diffrax's gradient of the same
-    # paths and against central differences.
-    model, kw = ItoDiagonal(), dict(TIMES, save="final", solver="euler")
-
+    # paths and against central differences (of the values the same compiled function
+    # returns beside its gradient).
     def loss_ensemble(sigmas):
-        sol = ds.simulate_ensemble(model, {"sigma": sigmas}, keys=KEYS, adjoint=adjoint, **kw)
+        sol = ds.simulate_ensemble(
+            ItoDiagonal(), {"sigma": sigmas}, keys=KEYS, adjoint=adjoint, **GRADIENT_KW
+        )
         return jnp.sum(sol.ys["x"][:, -1] ** 2)
 
-    def loss_diffrax(sigmas):
-        one = lambda k, s: ds.simulate(model.replace(sigma=s), key=k, **kw).ys["x"][-1]  # noqa: E731
-        return jnp.sum(jax.vmap(one)(KEYS, sigmas) ** 2)
-
-    grad = jax.jit(jax.grad(loss_ensemble))(SIGMAS)
-    ref = jax.jit(jax.grad(loss_diffrax))(SIGMAS)
-    np.testing.assert_allclose(grad, ref, rtol=1e-10, atol=1e-12)
-    value = jax.jit(loss_ensemble)
+    value_and_grad = jax.jit(jax.value_and_grad(loss_ensemble))
+    _, grad = value_and_grad(SIGMAS)
+    np.testing.assert_allclose(grad, _diffrax_gradient(), rtol=1e-10, atol=1e-12)
     h = 1e-6
+    value = lambda sigmas: value_and_grad(sigmas)[0]  # noqa: E731
     fd = [
         (value(SIGMAS.at[i].add(h)) - value(SIGMAS.at[i].add(-h))) / (2 * h) for i in range(LANES)
     ]

@@ -171,8 +171,7 @@ def sweep(
         overwrite=overwrite, progress=progress, attrs=attrs, engine=engine, samples=samples,
         seed=seed, brownian=brownian,
     )  # fmt: skip
-    dataset, _ = run_sweep(model, spec, options)
-    return dataset
+    return _run(model, spec, options, report=False)[0]
 
 
 def run_sweep(
@@ -196,6 +195,15 @@ def run_sweep(
         raise TypeError(
             f"run_sweep takes SweepOptions or keywords, not both; got {sorted(keywords)}"
         )
+    return _run(model, spec, options, report=True)
+
+
+def _run(
+    model: Model, spec: AbstractSweep | None, options: SweepOptions, report: bool
+) -> tuple[xr.Dataset | None, SweepReport | None]:
+    """[`run_sweep`][]; `report=False` ([`sweep`][], which returns the Dataset only): an
+    in-memory run builds no [`SweepReport`][] (a visible share of a repeated small sweep)
+    and returns `None` in its place."""
     spec, statistics = monte_carlo_spec(model, spec, options)
     if statistics:
         if options.max_events is not None:  # their solves keep the model's cap
@@ -209,7 +217,7 @@ def run_sweep(
     # or mix results: refuse on every process instead.
     dist.check_same_everywhere(setup.sweep_hash, "the sweep's settings")
     if options.output is None:
-        return _run_in_memory(model, spec, options, setup, mesh, start)
+        return _run_in_memory(model, spec, options, setup, mesh, start, report)
     writer, output = dist.is_writer(), options.output
     location = StoreLocation.of(output, options.store)
     chunking = plan_chunking(
@@ -235,7 +243,7 @@ def run_sweep(
         return _run_prepared(model, spec, options, setup, mesh, chunking, done, store, start)
 
 
-def _run_in_memory(model, spec, options, setup, mesh, start):
+def _run_in_memory(model, spec, options, setup, mesh, start, report=True):
     """[`run_sweep`][] without an output: no store to open, lock, resume from or agree on
     (a sweep repeated in a loop runs through here: what it skips is a visible share of a
     small sweep), every process computing every chunk."""
@@ -260,6 +268,8 @@ def _run_in_memory(model, spec, options, setup, mesh, start):
     dataset.attrs.update(count_attrs(counts))
     if "event_count" in arrays:  # `event` as long as the most events
         dataset = cut_dataset(dataset)
+    if not report:
+        return dataset, None
     return dataset, _report(spec, setup, mesh, chunking, 0, todo, counts, None, start)
 
 
