@@ -18,8 +18,9 @@ rotation of all of them; their product estimates `ds.sweep` / the engine called 
 The plain (b) / (a3#1) of the rotation is shown too, and (b) / (a4#0) in the rotation: there
 nine other executables run between two calls of (b) and leave the sweep's Python objects
 out of the CPU's caches, which no loop of sweeps (nor of engine calls) does: it read the
-host's share 1.2-2.2x higher on 2026-11-28, and moves more from run to run. Each ratio is taken within a pair or round and its median
-reported: the two sides run within a fraction of a second, so the machine's drift cancels.
+host's share 1.2-2.2x higher on 2026-11-28, and moves more from run to run. Each ratio is
+taken within a pair or round and its median reported: the two sides run within a fraction
+of a second, so the machine's drift cancels.
 """
 
 from collections.abc import Callable
