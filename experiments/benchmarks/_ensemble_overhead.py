@@ -96,10 +96,11 @@ def bench_overhead(problem: Problem, sizes: list[int], rounds: int, twins: int) 
 def _pairs(a: Callable, b: Callable, values: np.ndarray, n: int) -> dict[str, list[float]]:
     """CPU seconds of `n` pairs of calls, alternately `a b` and `b a` (each side follows
     the other as often): `{"a": [...], "b": [...]}`."""
+    fns = {"a": a, "b": b}
     out: dict[str, list[float]] = {"a": [], "b": []}
     for i in range(n):
         for name in ("a", "b") if i % 2 == 0 else ("b", "a"):
-            out[name].append(time_call(a if name == "a" else b, values)[1])
+            out[name].append(time_call(fns[name], values)[1])
     return out
 
 

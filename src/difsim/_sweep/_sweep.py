@@ -243,7 +243,7 @@ def _run(
         return _run_prepared(model, spec, options, setup, mesh, chunking, done, store, start)
 
 
-def _run_in_memory(model, spec, options, setup, mesh, start, report=True):
+def _run_in_memory(model, spec, options, setup, mesh, start, report):
     """[`run_sweep`][] without an output: no store to open, lock, resume from or agree on
     (a sweep repeated in a loop runs through here: what it skips is a visible share of a
     small sweep), every process computing every chunk."""
