@@ -15,7 +15,11 @@ So a single pair (b) / (a3) measures that luck as much as the sweep. Here:
 timed in pairs of its own, (a4#0) (b) (b) (a4#0) …, as a user runs either one in a loop;
 median(a4) / median(a3) compares the two programs over several compilations, timed in a
 rotation of all of them; their product estimates `ds.sweep` / the engine called directly.
-The plain (b) / (a3#1) of the rotation is shown too, and (b) / (a4#0) in the rotation: there
+The strict reading is timed too: (b) against (a#k), the engine jitted around the fixed
+model (its values compiled in, the program `jax.jit(lambda v: ...)` a user writes; states
+only), `twins` compilations of it, each in pairs of its own with (b): the median over the
+compilations of each one's median pair ratio. The plain (b) / (a3#1) of the rotation is
+shown too, and (b) / (a4#0) in the rotation: there
 nine other executables run between two calls of (b) and leave the sweep's Python objects
 out of the CPU's caches, which no loop of sweeps (nor of engine calls) does: it read the
 host's share 1.2-2.2x higher on 2026-11-28, and moves more from run to run. Each ratio is
@@ -36,6 +40,7 @@ from _ensemble_problems import (
     T1,
     Problem,
     _stack,
+    engine_fn,
     engine_status_fn,
     sweep_fn,
 )
@@ -86,11 +91,23 @@ def bench_overhead(problem: Problem, sizes: list[int], rounds: int, twins: int) 
         load = load_average()
         wall, cpu = interleaved(fns, (values,), rounds)
         pairs = _pairs(fns["a4#0"], fns["b"], values, 2 * rounds)
+        strict = _strict_pairs(problem, fns["b"], values, twins, max(2, 2 * rounds // twins))
         rows.append(dict(n=n, rounds=rounds, load_before=load, load_after=load_average(),
                          cpu={k: Stats(v).as_dict() for k, v in cpu.items()},
                          wall={k: Stats(v).as_dict() for k, v in wall.items()},
-                         pairs=pairs))  # fmt: skip
+                         pairs=pairs, strict=strict))  # fmt: skip
     return rows
+
+
+def _strict_pairs(problem: Problem, b: Callable, values, twins: int, n: int) -> list[dict]:
+    """(b) against `twins` compilations (a#k) of the engine with the model closed over,
+    `n` pairs each (the `_pairs` of each)."""
+    out = []
+    for _ in range(twins):
+        a = engine_fn(problem)
+        time_call(a, values)  # compile, warm up
+        out.append(_pairs(a, b, values, n))
+    return out
 
 
 def _pairs(a: Callable, b: Callable, values: np.ndarray, n: int) -> dict[str, list[float]]:
@@ -125,7 +142,12 @@ def ratios(row: dict) -> dict[str, float]:
         medians = np.median(runs, axis=1)
         return float(medians.max() / medians.min() - 1)
 
+    # Each compilation's median pair ratio; their median (the luck of a compilation out).
+    strict = [float(np.median(np.asarray(p["b"]) / np.asarray(p["a"])))
+              for p in row.get("strict", [])]  # fmt: skip
     return dict(host=host, host_rotation=host_rotation, program=program,
+                strict=float(np.median(strict)) if strict else float("nan"),
+                strict_range=(min(strict), max(strict)) if strict else None,
                 estimate=host * program, estimate_rotation=host_rotation * program,
                 plain=float(np.median(samples["b"] / samples["a3#1"])),
                 a3_spread=spread(a3), a4_spread=spread(a4))  # fmt: skip
@@ -134,14 +156,16 @@ def ratios(row: dict) -> dict[str, float]:
 def render_overhead(rows: list[dict], markdown: bool) -> str:
     head = ["N", *rows[0]["cpu"], "(b)/(a4#0) in pairs: sweep around its engine",
             "median (a4)/(a3): program", "estimate (b)/(a3)", "(b)/(a4#0) in the rotation",
-            "plain (b)/(a3#1)", "spread of compilations (a3, a4)"]  # fmt: skip
+            "plain (b)/(a3#1)", "spread of compilations (a3, a4)",
+            "strict (b)/(a#k) in pairs: median (range) over compilations"]  # fmt: skip
     body = []
     for r in rows:
         q = ratios(r)
         body.append([f"{r['n']:,}", *(seconds(v["median"]) for v in r["cpu"].values()),
                      f"{q['host']:.3f}", f"{q['program']:.3f}", f"{q['estimate']:.3f}",
                      f"{q['host_rotation']:.3f}", f"{q['plain']:.3f}",
-                     f"{100 * q['a3_spread']:.1f} %, {100 * q['a4_spread']:.1f} %"])  # fmt: skip
+                     f"{100 * q['a3_spread']:.1f} %, {100 * q['a4_spread']:.1f} %",
+                     _strict_cell(q)])  # fmt: skip
     loads = ", ".join(f"{r['load_before'][0]:.1f}/{r['load_after'][0]:.1f}" for r in rows
                       if r["load_before"] and r["load_after"])  # fmt: skip
     return (
@@ -150,10 +174,18 @@ def render_overhead(rows: list[dict], markdown: bool) -> str:
         "(a4#i) the sweep's compiled chunk, each compiled several times (a4#0 is the "
         "executable (b) runs); the ratios are medians over rounds of each round's ratio; "
         f"(b)/(a4#0) in pairs: the median ratio of {2 * rows[0]['rounds']} pairs of those "
-        "two alone; "
+        "two alone; strict: (b) against the engine jitted around the fixed model (a), "
+        f"{len(rows[0].get('strict', []))} compilations in pairs of their own with (b); "
         "load average before/after each size: "
         f"{loads or 'n/a'}\n\n" + format_table(head, body, markdown)
     )
+
+
+def _strict_cell(q: dict) -> str:
+    if q["strict_range"] is None:
+        return "n/a"
+    lo, hi = q["strict_range"]
+    return f"{q['strict']:.3f} ({lo:.3f}-{hi:.3f})"
 
 
 def overhead_summary(rows: list[dict]) -> list[str]:
@@ -161,10 +193,12 @@ def overhead_summary(rows: list[dict]) -> list[str]:
     for r in rows:
         q = ratios(r)
         ok = "ok" if q["estimate"] <= TARGET_OVERHEAD else "BELOW TARGET"
+        strict_ok = "ok" if q["strict"] <= TARGET_OVERHEAD else "BELOW TARGET"
         lines.append(
             f"N = {r['n']:,}: ds.sweep / engine called directly = {q['estimate']:.3f} "
             f"(sweep around its engine {q['host']:.3f} × program {q['program']:.3f}; "
-            f"target <= {TARGET_OVERHEAD}) {ok}; with (b)/(a4#0) of the rotation "
-            f"{q['estimate_rotation']:.3f}; plain (b)/(a3#1) {q['plain']:.3f}"
+            f"target <= {TARGET_OVERHEAD}) {ok}; against the engine with the model "
+            f"compiled in (a) {_strict_cell(q)} {strict_ok}; with (b)/(a4#0) of the "
+            f"rotation {q['estimate_rotation']:.3f}; plain (b)/(a3#1) {q['plain']:.3f}"
         )
     return lines

@@ -69,16 +69,18 @@ class Carry(NamedTuple):
     saved: dict[str, Array]  # {var: (lanes, time + 1, *shape)}: the last row is scratch
 
 
-def solve_block(field: BatchField, plan: Plan, points, t0, t1, ts, dt0) -> tuple[dict, dict]:
-    """Integrate one block. `points`: `{key: (lanes, *shape)}`; `ts`: save times `(time,)`
-    or `None` (final state only); `dt0`: scalar or `None` (automatic first step).
+def solve_block(
+    field: BatchField, plan: Plan, points, y0: Lanes, t0, t1, ts, dt0
+) -> tuple[dict, dict]:
+    """Integrate one block. `points`: `{key: (lanes, *shape)}`; `y0`: the lanes' initial
+    states ([`BatchField.initial`][]); `ts`: save times `(time,)` or `None` (final state
+    only); `dt0`: scalar or `None` (automatic first step).
 
     **Returns:** `(ys, stats)`: `ys = {var: (lanes, time, *shape)}` (NaN where not
     reached), `stats = {"status", "num_steps", "num_accepted_steps",
     "num_rejected_steps"}`, each `(lanes,)`.
     """
     f = BlockRHS(field, points)
-    y0 = field.initial(points)
     lanes = jax.tree.leaves(y0)[0].shape[0]
     dtype = field.dtype
     t = jnp.full((lanes,), t0, dtype)
