@@ -194,3 +194,21 @@ def test_bad_input_is_a_clear_error():
         simulate_ensemble(LORENZ, {"rho": RHO, "sigma": RHO[:3]}, t0=0.0, t1=1.0)
     with pytest.raises(ValueError, match="shape"):
         simulate_ensemble(LORENZ, {"rho": 1.0}, t0=0.0, t1=1.0)
+
+
+def test_a_repeated_call_reuses_the_compiled_solve():
+    # Called outside `jit` again with other model values and other swept values (same
+    # shapes), the engine runs the program it compiled: what a notebook does. Each call's
+    # numbers are its own model's: y(t) = 1 / (1 / y0 + a t^2 / 2).
+    from difsim._ensemble._solve import solve_jit
+
+    kw = dict(t0=0.0, t1=2.0, save="final", rtol=1e-10, atol=1e-10)
+    sizes = [solve_jit._cache_size()]
+    for a, y0 in [(2.0, [1.0, 0.5, 2.0]), (3.0, [0.25, 1.5, 4.0])]:
+        y0 = jnp.array(y0)
+        ens = simulate_ensemble(Bump(a=a), {"state.y": y0}, **kw)
+        exact = 1 / (1 / y0 + a * kw["t1"] ** 2 / 2)
+        np.testing.assert_allclose(ens.ys["y"][:, -1], exact, rtol=1e-8)
+        sizes.append(solve_jit._cache_size())
+    assert sizes[1] == sizes[0] + 1  # compiled once, by the first call
+    assert sizes[2] == sizes[1]

@@ -32,7 +32,7 @@ from difsim._ensemble._field import node, with_point
 from difsim._ensemble._loop import Plan
 from difsim._ensemble._sde_loop import KEY_DATA, SDEPlan
 from difsim._ensemble._select import controller_for, method_for, sde_method_for, unsupported
-from difsim._ensemble._solve import Config, default_block, default_sde_block, solve
+from difsim._ensemble._solve import Config, default_block, default_sde_block, solve_jit
 
 
 def simulate_ensemble(
@@ -224,8 +224,12 @@ def run_ensemble(
     n = next(iter(points.values())).shape[0] if keys is None else keys.shape[0]
     dt0 = None if settings.dt0 is None else float(settings.dt0)
     block = default_sde_block(n, size) if keys is not None else default_block(n, size)
+    # The static part flattened: hashable (its `State` holds a dict), so `solve_jit` can
+    # key its compiled programs on the configuration.
+    leaves, treedef = jax.tree.flatten(static)
+    shapes = tuple(np.shape(v) for v in values)
     cfg = Config(
-        static, state.info, tuple(np.shape(v) for v in values), jnp.dtype(dtype), plan,
+        (treedef, tuple(leaves)), state.info, shapes, jnp.dtype(dtype), plan,
         block_size or block, dt0, adjoint or make_adjoint("auto"),
         block_size or default_block(n, size, reverse=True),
     )  # fmt: skip
@@ -233,7 +237,7 @@ def run_ensemble(
     t0, t1 = jnp.asarray(times.t0, dtype), jnp.asarray(times.t1, dtype)
     ts = None if ts is None else jnp.asarray(ts, dtype)
     lanes = points if keys is None else {**points, KEY_DATA: keys}
-    ys, stats = solve(cfg, dyn, lanes, (t0, t1, ts))
+    ys, stats = solve_jit(cfg, dyn, lanes, (t0, t1, ts))
     out_ts = jnp.broadcast_to(t1, (n, 1)) if ts is None else jnp.broadcast_to(ts, (n, ts.shape[0]))
     models = jax.vmap(lambda p: with_point(model, p), axis_size=n)(points)
     return Solution(
