@@ -128,6 +128,7 @@ def _blocks(cfg: Config, dyn, points: dict, times: tuple) -> tuple[dict, dict]:
 
     t0, t1, ts = times
     if isinstance(cfg.plan, SDEPlan):
+        mapped = points
         run = lambda p: solve_sde_block(field, cfg.plan, p, t0, t1, ts, cfg.dt0)  # noqa: E731
     else:
         # Every lane's initial state in one pass before the block loop, each block taking
@@ -135,13 +136,13 @@ def _blocks(cfg: Config, dyn, points: dict, times: tuple) -> tuple[dict, dict]:
         # program), it made the Lorenz engine take 1.2x the CPU time it took with the
         # model's values compiled in, though XLA compiled identical step loops for both;
         # now 1.02x (docs/benchmarks.md, "the (a)/(a2) gap closed").
-        points = (points, field.initial(points))
-        run = lambda p: solve_block(field, cfg.plan, p[0], p[1], t0, t1, ts, cfg.dt0)  # noqa: E731
+        mapped = (points, field.initial(points))
+        run = lambda p: solve_block(field, cfg.plan, *p, t0, t1, ts, cfg.dt0)  # noqa: E731
     if cfg.plan.reverse and count * _checkpoint_bytes(cfg, size) > REMAT_BYTES:
         # The backward pass recomputes one block at a time (one more forward solve): the
         # memory is then one block's checkpoints, not every block's.
         run = jax.checkpoint(run)
-    out = jax.lax.map(run, jax.tree.map(blocked, points))
+    out = jax.lax.map(run, jax.tree.map(blocked, mapped))
     return jax.tree.map(lambda x: x.reshape(count * size, *x.shape[2:])[:n], out)
 
 
