@@ -10,6 +10,7 @@ from scipy.integrate import solve_ivp
 import difsim as ds
 from difsim._ensemble import Bosh3, Dopri5, Dopri8, Tsit5, simulate_ensemble
 from difsim._ensemble._field import BatchField, BlockRHS
+from difsim._ensemble._solve import solve_jit
 
 METHODS = [Tsit5(), Dopri5(), Bosh3(), Dopri8()]
 OMEGA = jnp.linspace(0.5, 2.0, 4)
@@ -200,8 +201,6 @@ def test_a_repeated_call_reuses_the_compiled_solve():
     # Called outside `jit` again with other model values and other swept values (same
     # shapes), the engine runs the program it compiled: what a notebook does. Each call's
     # numbers are its own model's: y(t) = 1 / (1 / y0 + a t^2 / 2).
-    from difsim._ensemble._solve import solve_jit
-
     kw = dict(t0=0.0, t1=2.0, save="final", rtol=1e-10, atol=1e-10)
     sizes = [solve_jit._cache_size()]
     for a, y0 in [(2.0, [1.0, 0.5, 2.0]), (3.0, [0.25, 1.5, 4.0])]:
