@@ -115,6 +115,10 @@ def test_a_repeated_one_chunk_sweep_places_its_points_once():
     again = ds.sweep(MODEL, ds.GridSweep({"rho": values.copy()}), **kw)
     assert setup.memo[key]["rho"] is placed  # compared, not converted or placed again
     xr.testing.assert_identical(again, first)
+    # Each result owns its arrays: writable, shared with no other result.
+    for name in ("x", "status", "num_steps"):
+        own = again[name].values
+        assert own.flags.writeable and not np.shares_memory(own, first[name].values)
     # Other values are another setup, with their own points.
     values[3] = 7.5
     other = ds.sweep(MODEL, ds.GridSweep({"rho": values}), **kw)

@@ -146,6 +146,16 @@ def run_chunks(
         finished(pending[0], runner.fetch(chunking, *pending))
 
 
+def run_one_chunk(
+    model: Model, spec: AbstractSweep, setup: SweepSetup, mesh: Mesh, chunking: Chunking
+) -> dict[str, np.ndarray]:
+    """[`run_chunks`][] of a sweep of one chunk, without progress: its results as arrays of
+    their own (`{name: (size, *tail)}`, writable). The chunk's points stay placed on the
+    devices in the setup's memo, as `run_chunks` keeps them."""
+    runner = chunk_runner(model, spec, setup, mesh, False)
+    return runner.fetch(chunking, 0, runner.launch(spec, chunking, 0, setup.memo), copy=True)
+
+
 @dataclasses.dataclass(frozen=True)
 class ChunkRunner:
     """What every chunk of a sweep is run with: `run`, the compiled chunk function; its
@@ -189,16 +199,19 @@ class ChunkRunner:
         # per call than building a global array first (a visible share of a small sweep).
         return self.run(self.model_dyn, self.save, pts, self.static)
 
-    def fetch(self, chunking: Chunking, i: int, out: dict[str, jax.Array]) -> dict[str, np.ndarray]:
+    def fetch(
+        self, chunking: Chunking, i: int, out: dict[str, jax.Array], copy: bool | None = None
+    ) -> dict[str, np.ndarray]:
         """Chunk `i`'s results `out` (launched) on the host, less the padding, cast to the
         layout's dtypes: what the file and a resumed run expect, whatever the model's
         observables returned. One gather for all variables: one collective per chunk in a
-        multi-process run."""
+        multi-process run. `copy`: `True` gives arrays of their own (writable), `None`
+        copies only to cast (else read-only views of the device buffers on a CPU)."""
         host, n = dist.to_host(out), chunking.length(i)
         if n < chunking.size:  # drop the padding
             host = {k: v[:n] for k, v in host.items()}
         dtypes = self.dtypes
-        return {k: v.astype(dtypes[k], copy=False) for k, v in host.items()}
+        return {k: np.array(v, dtypes[k], copy=copy) for k, v in host.items()}
 
 
 def chunk_runner(

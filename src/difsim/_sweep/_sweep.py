@@ -31,7 +31,7 @@ from difsim._sweep._layout import count_attrs, counts_from_file, status_counts
 from difsim._sweep._location import StoreLocation
 from difsim._sweep._monte_carlo import monte_carlo_spec, run_statistics
 from difsim._sweep._options import SweepOptions, sweep_options
-from difsim._sweep._runner import run_chunks
+from difsim._sweep._runner import run_chunks, run_one_chunk
 from difsim._sweep._setup import SweepSetup, prepare
 from difsim._sweep._spec import AbstractSweep
 from difsim._sweep._store import ChunkStore, agree, finished_chunks
@@ -258,14 +258,15 @@ def _run_in_memory(model, spec, options, setup, mesh, start, report):
             options.devices, mesh.devices.size, None, ensemble=setup.engine == "ensemble",
             in_memory=plan[-1],
         )  # fmt: skip
-    arrays = setup.layout.empty()
-    # The Dataset around `arrays` before they are filled: built right after the
-    # preparation, on warm caches, it costs a fraction of what it would after the solve
-    # (~0.2 ms of a 1e4-point Lorenz sweep; see docs/benchmarks.md).
-    dataset = setup.dataset(arrays)
-    todo = _compute(model, spec, setup, options, mesh, chunking, set(), None, arrays)
+    if plan[-1] and chunking.n_chunks == 1 and options.on_chunk is None:
+        # One chunk, nothing stored or shown: its results are copied once, from the device
+        # buffers into the Dataset's own (writable) arrays.
+        todo, arrays = (0,), run_one_chunk(model, spec, setup, mesh, chunking)
+    else:
+        arrays = setup.layout.empty()
+        todo = _compute(model, spec, setup, options, mesh, chunking, set(), None, arrays)
     counts = status_counts(arrays["status"])
-    dataset.attrs.update(count_attrs(counts))
+    dataset = setup.dataset(arrays, count_attrs(counts))
     if "event_count" in arrays:  # `event` as long as the most events
         dataset = cut_dataset(dataset)
     if not report:
