@@ -249,16 +249,17 @@ def _run_in_memory(model, spec, options, setup, mesh, start, report):
     small sweep), every process computing every chunk."""
     # Nothing stored: the chunking follows from these and the number of points (the
     # setup's own) alone, made once per setup.
+    in_memory = _in_memory(options)
     plan = (options.chunk_size, options.memory_budget, options.devices, mesh.devices.size,
-            _in_memory(options))  # fmt: skip
+            in_memory)  # fmt: skip
     chunking = setup.memo.get(("chunking", plan))
     if chunking is None:
         chunking = setup.memo["chunking", plan] = plan_chunking(
             spec.size, setup.per_traj, options.chunk_size, options.memory_budget,
             options.devices, mesh.devices.size, None, ensemble=setup.engine == "ensemble",
-            in_memory=plan[-1],
+            in_memory=in_memory,
         )  # fmt: skip
-    if plan[-1] and chunking.n_chunks == 1 and options.on_chunk is None:
+    if in_memory and chunking.n_chunks == 1 and options.on_chunk is None:
         # One chunk, nothing stored or shown: its results are copied once, from the device
         # buffers into the Dataset's own (writable) arrays.
         todo, arrays = (0,), run_one_chunk(model, spec, setup, mesh, chunking)
