@@ -108,6 +108,21 @@ def test_to_xarray_labels_everything(sol):
     xr.testing.assert_identical(ds.to_xarray(sol), data)
 
 
+def test_to_xarray_arrays_are_the_datasets_own(sol):
+    # Writable (masking in place works), and shared with nothing: writing into the Dataset
+    # leaves the solution's buffers and the model's coordinates as they were.
+    data = sol.to_xarray()
+    for name, var in data.variables.items():
+        if name not in data.indexes:
+            assert var.values.flags.writeable, name
+    data["T"][:] = np.nan
+    data["Q"].values[0] = -1.0
+    data["status"][...] = int(ds.Status.NONFINITE)
+    np.testing.assert_allclose(sol.T, _exact_T(0.5, TS), rtol=1e-9)
+    assert float(sol.Q[0]) == 0.0 and int(sol.status) == 0
+    np.testing.assert_allclose(sol.to_xarray()["T"], _exact_T(0.5, TS), rtol=1e-9)
+
+
 def test_no_docstring_no_title():
     data = ds.simulate(Decay(), t=TS).to_xarray()
     assert "title" not in data.attrs and data["y"].dims == ("time",)

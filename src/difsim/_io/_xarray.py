@@ -84,7 +84,16 @@ def to_xarray(
         attrs["max_events"] = int(np.shape(solution.events.times)[-1])
     _add_parameters(solution.model, status, batch_dims, batch_coords, attrs, coords, data_vars)
     attrs = {k: v for k, v in attrs.items() if attr_value(v) is not None}
-    return xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
+    return xr.Dataset(data_vars=_own(data_vars), coords=_own(coords), attrs=attrs)
+
+
+def _own(variables: dict[str, tuple]) -> dict[str, tuple]:
+    """`variables` (`{name: (dims, values, attrs)}`) with values of their own: on a CPU
+    `np.asarray` of a JAX array is a read-only view of its buffer, a broadcast one is
+    read-only too, and a parameter or coordinate may be the caller's array. A Dataset the
+    user writes into (masking, unit conversion in place) must neither fail nor write into
+    the solution, the model or the caller's arrays; a sweep's Dataset is writable too."""
+    return {k: (dims, np.array(values), attrs) for k, (dims, values, attrs) in variables.items()}
 
 
 def _time_coord(solution, batch_dims: tuple[str, ...]) -> dict[str, Any]:
