@@ -42,12 +42,15 @@ def _lorenz_args(t, y, args):
     return jnp.stack([sigma * (v - x), x * (rho - z) - v, x * v - beta * z])
 
 
-def _engine_loss(model, key, values, adjoint="auto"):
-    ys = simulate_ensemble(
+def _engine_states(model, key, values, adjoint="auto"):
+    return simulate_ensemble(
         model, {key: values}, t0=T0, t1=T1, save="final", solver="tsit5", rtol=RTOL,
         atol=ATOL, max_steps=MAX_STEPS, adjoint=adjoint,
     ).ys  # fmt: skip
-    return sum(jnp.sum(v**2) for v in ys.values())
+
+
+def _engine_loss(model, key, values, adjoint="auto"):
+    return sum(jnp.sum(v**2) for v in _engine_states(model, key, values, adjoint).values())
 
 
 def _lorenz_diffrax(sigma, beta, rhos):
@@ -84,24 +87,28 @@ def grad_cases(n: int, n_l96: int) -> list[dict]:
     lorenz = ds.models.Lorenz()
     rhos = jnp.asarray(LORENZ.values(n))
     shared = lambda f: lambda s, b, r, a="auto": f(ds.models.Lorenz(sigma=s, beta=b), "rho", r, a)  # noqa: E731
-    whole = lambda m, r, a="auto": _engine_loss(m, "rho", r, a)  # noqa: E731
+    whole = lambda f: lambda m, r, a="auto": f(m, "rho", r, a)  # noqa: E731
     F0 = jnp.linspace(7.0, 9.0, 40, dtype=jnp.float32)
     cs = jnp.linspace(0.8, 1.2, n_l96, dtype=jnp.float32)
-    l96 = lambda F, c, a="auto": _engine_loss(ForcedLorenz96(F=F), "c", c, a)  # noqa: E731
+    l96 = lambda f: lambda F, c, a="auto": f(ForcedLorenz96(F=F), "c", c, a)  # noqa: E731
     sb = (jnp.float32(10.0), jnp.float32(8.0 / 3.0), rhos)
     cases = [
-        dict(name="Lorenz, shared (sigma, beta)", scalars=2, n=n, args=sb,
-             loss=shared(_engine_loss), argnums=(0, 1), diffrax=(_lorenz_diffrax, (0, 1))),
-        dict(name="Lorenz, each lane's rho", scalars=1, n=n, args=sb,
-             loss=shared(_engine_loss), argnums=2, diffrax=(_lorenz_diffrax, 2)),
+        dict(name="Lorenz, shared (sigma, beta)", scalars=2, n=n, args=sb, wrap=shared,
+             argnums=(0, 1), diffrax=(_lorenz_diffrax, (0, 1))),
+        dict(name="Lorenz, each lane's rho", scalars=1, n=n, args=sb, wrap=shared,
+             argnums=2, diffrax=(_lorenz_diffrax, 2)),
         dict(name="Lorenz, whole model + each lane's rho", scalars=6, n=n,
-             args=(lorenz, rhos), loss=whole, argnums=(0, 1), diffrax=None),
+             args=(lorenz, rhos), wrap=whole, argnums=(0, 1), diffrax=None),
         dict(name="Lorenz-96, forcing F (40 values)", scalars=40, n=n_l96, args=(F0, cs),
-             loss=l96, argnums=0, diffrax=(_l96_diffrax, 0)),
+             wrap=l96, argnums=0, diffrax=(_l96_diffrax, 0)),
     ]  # fmt: skip
     for case in cases:
-        loss, argnums = case.pop("loss"), case.pop("argnums")
-        fns = {"forward": jax.jit(loss)}
+        wrap, argnums = case.pop("wrap"), case.pop("argnums")
+        loss = wrap(_engine_loss)
+        # The loss, and the same solve returning its states: XLA:CPU may run the first on
+        # its thread pool at 2-3x the CPU time of the second (docs/benchmarks.md,
+        # "2026-11-28, late"), so a gradient is set against both.
+        fns = {"forward": jax.jit(loss), "forward, states": jax.jit(wrap(_engine_states))}
         for adjoint in ADJOINTS:
             grad = jax.grad(lambda *a, d=adjoint, f=loss: f(*a, d), argnums=argnums)
             fns[f"grad {adjoint}"] = jax.jit(grad)

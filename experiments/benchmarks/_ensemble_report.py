@@ -91,9 +91,10 @@ def _blocks(blocks: list[dict], markdown: bool) -> str:
 
 
 def _grad(cases: list[dict], markdown: bool) -> str:
-    head = ["case (differentiated scalars, N)", "engine forward", "grad forward mode",
-            "grad checkpoint (reverse)", "grad auto (default)", "diffrax forward",
-            "diffrax grad", "agreement (max rel. difference)"]  # fmt: skip
+    head = ["case (differentiated scalars, N)", "engine forward", "forward, states returned",
+            "grad forward mode", "grad checkpoint (reverse)", "grad auto (default)",
+            "grad auto / forward, states", "diffrax forward", "diffrax grad",
+            "agreement (max rel. difference)"]  # fmt: skip
     rows = []
     for c in cases:
         cpu = c["cpu"]
@@ -106,15 +107,20 @@ def _grad(cases: list[dict], markdown: bool) -> str:
 
         dfx = cpu.get("diffrax forward", {}).get("median")
         agree = ", ".join(f"{k}: {v:.1e}" for k, v in c["agreement"].items())
+        states = cpu.get("forward, states", {}).get("median")
         rows.append([f"{c['name']} ({c['scalars']}, {c['n']:,})", seconds(fwd),
+                     seconds(states) if states else "n/a",
                      cell("grad forward"), cell("grad checkpoint"), cell("grad auto"),
+                     f"{cpu['grad auto']['median'] / states:.2f}x" if states else "n/a",
                      seconds(dfx) if dfx else "n/a",
                      cell("diffrax grad", dfx) if dfx else "n/a", agree])  # fmt: skip
     loads = ", ".join(f"{c['load_before'][0]:.1f}/{c['load_after'][0]:.1f}" for c in cases
                       if c["load_before"] and c["load_after"])  # fmt: skip
     return (
         "Gradients of sum(final state²), CPU medians (x: over the same contender's own "
-        "forward loss); diffrax: vmap, its default RecursiveCheckpointAdjoint; load average "
+        "forward loss; 'forward, states returned': the engine's same solve returning the "
+        "final states instead of their sum); diffrax: vmap, its default "
+        "RecursiveCheckpointAdjoint; load average "
         f"before/after each case: {loads}\n\n" + format_table(head, rows, markdown)
     )
 
@@ -188,6 +194,11 @@ def summary(report: dict) -> str:
         q = c["cpu"]["grad auto"]["median"] / fwd
         lines.append(f"gradient ({c['name']}, default adjoint) / forward = {q:.2f} (target <= "
                      f"{TARGET_GRAD:.0f}) {_verdict(q <= TARGET_GRAD)}")  # fmt: skip
+        if "forward, states" in c["cpu"]:
+            q = c["cpu"]["grad auto"]["median"] / c["cpu"]["forward, states"]["median"]
+            lines.append(f"gradient ({c['name']}, default adjoint) / the forward solve "
+                         f"returning its states = {q:.2f} (target <= {TARGET_GRAD:.0f}) "
+                         f"{_verdict(q <= TARGET_GRAD)}")  # fmt: skip
     if report.get("flops"):
         f = report["flops"]
         lines.append(f"engine: {f['percent_core_peak']:.1f} % of one core's vector peak "
