@@ -5,7 +5,8 @@ labelled `xarray.Dataset`. Models are pytrees, so `jax.jit`, `jax.vmap` and `jax
 compose with everything here.
 """
 
-from difsim import models as models, solvers as solvers
+# `_xla` first: importing it sets XLA_FLAGS, which XLA reads when JAX starts its backends.
+from difsim import _xla as _xla, models as models, solvers as solvers
 from difsim._app import run_config as run_config
 from difsim._config import (
     ConfigError as ConfigError,

@@ -1,0 +1,91 @@
+"""The one XLA option difsim sets for its process: whole while loops as single CPU kernels.
+
+XLA:CPU runs a while loop's body kernel by kernel, one runtime task ("thunk") per fused
+kernel, unless the loop's memory footprint is below `xla_cpu_small_while_loop_byte_threshold`
+(1 KiB by default): then it compiles the whole loop into one kernel. The ensemble engine's
+step loops (some twenty kernels per step over blocks of a few hundred lanes) are far above
+1 KiB. Kernel by kernel, each step pays the runtime's dispatch, and when the program
+reduces or drops some of the engine's results (a loss, a sum), XLA:CPU may run the loop on
+its thread pool at 2-3x the CPU time. With the threshold at 4 MiB the loops are single
+kernels (`docs/benchmarks.md`, "2026-11-28, late"; CPU time): the Lorenz engine 1.2x less,
+the Robertson (Rodas5P) engine 3x less, a Lorenz loss 2.2x less and its default gradient
+3.2x less; every shipped config as fast or faster. The exception is `jnp.roll`, which XLA
+compiles to slower code inside one kernel: a Lorenz-96 ensemble takes 1.3x more. Results
+are the same to rounding.
+
+XLA reads `XLA_FLAGS` once, when JAX starts its backends, so importing this module (the
+first thing `import difsim` does) adds the option to `XLA_FLAGS`, unless:
+
+- `DIFSIM_XLA_TUNING` is `0`, `off`, `false` or `no` (left to XLA's default);
+- `XLA_FLAGS` already sets the threshold (the user's value stands);
+- JAX has already started its backends (too late: XLA's default stays for this process;
+  import difsim before running JAX code, or set `XLA_FLAGS` yourself).
+
+Nothing here imports JAX: importing it does not start a backend, but this module must not
+depend on what the rest of difsim imports first.
+"""
+
+import logging
+import os
+import re
+import sys
+
+logger = logging.getLogger("difsim")
+
+ENV = "DIFSIM_XLA_TUNING"
+OPTION = "xla_cpu_small_while_loop_byte_threshold"
+# Covers the engine's loops, forward and differentiated, in float32 (their blocks hold about
+# 2,048 state entries per array, 8,192 in reverse mode, whatever the model), while a loop
+# over large arrays (a PDE on a big grid) stays kernel by kernel, as XLA splits those
+# kernels over the CPU's cores.
+THRESHOLD = 4 * 2**20
+
+_EXTRA = re.compile(r"--xla_backend_extra_options=(\S*)")
+
+# What `tune()` did in this process: "set", "off", "user" or "late" (see the module
+# docstring), or "" before it ran.
+state = ""
+
+
+def with_option(flags: str, threshold: int = THRESHOLD) -> str:
+    """`flags` (an `XLA_FLAGS` value) with the loop threshold added to XLA's backend extra
+    options: merged into an `--xla_backend_extra_options` already there (a second one would
+    replace it), else appended."""
+    entry = f"{OPTION}={threshold}"
+    match = _EXTRA.search(flags)
+    if match is None:
+        return f"{flags} --xla_backend_extra_options={entry}".strip()
+    merged = f"{match.group(1)},{entry}" if match.group(1) else entry
+    return f"{flags[: match.start(1)]}{merged}{flags[match.end(1) :]}"
+
+
+def tune() -> str:
+    """Add the loop threshold to `XLA_FLAGS` where the module docstring says; returns (and
+    records in `state`) what it did."""
+    global state
+    flags = os.environ.get("XLA_FLAGS", "")
+    if os.environ.get(ENV, "").strip().lower() in ("0", "off", "false", "no"):
+        state = "off"
+    elif OPTION in flags:
+        state = "user"
+    elif _backends_started():
+        state = "late"
+        logger.info(
+            "JAX started its backends before difsim was imported: XLA:CPU runs the ensemble "
+            "engine's loops kernel by kernel in this process (slower; see %s in "
+            "docs/sweeps.md)",
+            ENV,
+        )
+    else:
+        os.environ["XLA_FLAGS"] = with_option(flags)
+        state = "set"
+    return state
+
+
+def _backends_started() -> bool:
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    started = getattr(bridge, "backends_are_initialized", None)
+    return bool(started is not None and started())
+
+
+tune()  # on import, first thing in `difsim/__init__.py`
