@@ -110,7 +110,7 @@ def test_to_xarray_labels_everything(sol):
 
 def test_to_xarray_arrays_are_the_datasets_own(sol):
     # Writable (masking in place works), and shared with nothing: writing into the Dataset
-    # leaves the solution's buffers and the model's coordinates as they were.
+    # leaves the solution's buffers as they were, and a new Dataset is built from them.
     data = sol.to_xarray()
     for name, var in data.variables.items():
         if name not in data.indexes:
