@@ -66,6 +66,21 @@ class FieldWithoutValue(ds.Model):
 
 SPAN = dict(t0=0.0, t1=1.0, save="final")
 
+TRACES = []  # one entry per trace of `Variants.rhs`
+
+
+class Variants(ds.Model):
+    k: float = 1.0
+    variant: int = 1  # static: part of the tree structure the check is keyed on
+
+    state = ds.State(x=1.0)
+
+    def rhs(self, t, s):
+        TRACES.append(self.variant)
+        if self.variant == 1:
+            return dict(x=-self.k * s.x)
+        return dict(x=-self.k * s.x, y=s.x)
+
 
 @pytest.mark.parametrize(
     "cls, line", [(BranchOnState, "if s.x > 0:"), (BranchOnParameter, "if self.k > 0:")]
@@ -130,3 +145,16 @@ def test_field_without_value_says_how_to_set_it():
     dx = 2 * np.pi / 16
     expected = -0.1 * (2 - 2 * np.cos(dx)) / dx**2 * np.sin(x)
     np.testing.assert_allclose(model.rhs(0.0, state)["u"], expected, atol=1e-12)
+
+
+def test_a_model_that_passed_the_check_is_not_traced_again_for_new_values():
+    for k in (1.0, 2.0, 0.5):
+        sol = ds.simulate(Variants(k=k), rtol=1e-10, atol=1e-10, **SPAN)
+        np.testing.assert_allclose(sol.ys["x"][-1], np.exp(-k), rtol=1e-8)
+        if k == 1.0:
+            traced = len(TRACES)  # the check's trace and the compiled solve's
+    assert len(TRACES) == traced  # new values: neither checked nor compiled again
+    # Another static field is another model to the check, and a failure is never kept.
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"'y', which is not a state variable of Variants"):
+            ds.simulate(Variants(variant=2), **SPAN)

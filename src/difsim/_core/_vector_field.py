@@ -2,7 +2,8 @@
 
 import os
 import traceback
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import equinox as eqx
@@ -108,7 +109,46 @@ class SpectrumField(eqx.Module):
 def check_rhs(model, layout: Layout, part: str) -> None:
     """Trace `model.<part>` once (no FLOPs) and raise a `ValueError` naming any variable
     whose derivative is missing, unexpected, or of a shape that does not fit; a `TypeError`
-    for complex derivatives of a real state, or Python control flow on traced values."""
+    for complex derivatives of a real state, or Python control flow on traced values.
+
+    A model that passed is not traced again for the same [`_check_key`][] (new parameter
+    values of the same shapes: an eager `simulate` in a loop skips a ~1.5 ms trace)."""
+    key = _check_key(model, layout, part)
+    if key is not None and key in _CHECKED:
+        _CHECKED.move_to_end(key)
+        return
+    _trace_rhs(model, layout, part)
+    if key is not None:
+        _CHECKED[key] = None
+        if len(_CHECKED) > _CHECKED_MAX:
+            _CHECKED.popitem(last=False)
+
+
+# Keys of the checks passed, most recent last (failures are never kept: each call raises).
+_CHECKED: OrderedDict[Hashable, None] = OrderedDict()
+_CHECKED_MAX = 256
+
+
+def _check_key(model, layout: Layout, part: str) -> Hashable | None:
+    """What the check's trace sees, as a hashable key: the model's class, its tree
+    structure (static fields included), each array leaf's shape and dtype (the trace makes
+    them abstract) and every other leaf's type and value (the trace sees those), the state's
+    layout and the method. `None` where some part does not hash (then nothing is kept)."""
+    leaves, treedef = jax.tree.flatten(model)
+    seen = tuple(
+        (x.shape, x.dtype, getattr(x, "weak_type", False)) if eqx.is_array(x) else (type(x), x)
+        for x in leaves
+    )
+    key = (type(model), treedef, seen, layout.info, layout.shapes, layout.dtype, part)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _trace_rhs(model, layout: Layout, part: str) -> None:
+    """[`check_rhs`][]'s trace and checks."""
     t = jax.ShapeDtypeStruct((), layout.dtype)
     y = {
         name: jax.ShapeDtypeStruct(shape, layout.dtype)
