@@ -133,7 +133,10 @@ def _check_key(model, layout: Layout, part: str) -> Hashable | None:
     """What the check's trace sees, as a hashable key: the model's class, its tree
     structure (static fields included), each array leaf's shape and dtype (the trace makes
     them abstract) and every other leaf's type and value (the trace sees those), the state's
-    layout and the method. `None` where some part does not hash (then nothing is kept)."""
+    layout and the method. `None` where some part does not hash (then nothing is kept).
+    Not in it: the method's code, so a method replaced on a class that already passed is not
+    checked again (a notebook that redefines the class makes a new class, which is). Kept
+    here rather than in `_sweep._memo`'s `LRU`, which sits above this layer."""
     leaves, treedef = jax.tree.flatten(model)
     seen = tuple(
         (x.shape, x.dtype, getattr(x, "weak_type", False)) if eqx.is_array(x) else (type(x), x)
