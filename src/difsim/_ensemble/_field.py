@@ -18,9 +18,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, Bool, Float
 
 from difsim._core import Model, State, VarInfo, state_var
+from difsim._ensemble._boundary import any_stepping, computed_once, stored
 
 # `{var: (lanes, *var_shape)}` — a block's state, derivative or stage.
 Lanes = dict[str, Float[Array, "*shape lanes"]]
@@ -115,13 +116,27 @@ class BlockRHS(eqx.Module):
     """The right-hand side of one block with its lanes' points bound: what a method's
     `step` calls. Besides `f(t, y)` it gives what implicit and Rosenbrock methods need:
     the state flattened per lane (`ravel`/`unravel`, variables in declaration order, each
-    raveled) and each lane's Jacobian over it."""
+    raveled) and each lane's Jacobian over it.
+
+    `live`: inside the step loop, whether any lane of the block is stepping (on CPU;
+    `None` elsewhere and outside the loop). Given, each evaluation is computed once, its
+    inputs and results stored, and so is each value passed to `stored` (`_boundary.py`).
+    """
 
     field: BatchField
     points: dict[str, Any]
+    live: Bool[Array, ""] | None = None
 
     def __call__(self, t, y: Lanes) -> Lanes:
-        return self.field(t, y, self.points)
+        return computed_once(self.live, lambda t, y, p: self.field(t, y, p), t, y, self.points)
+
+    def stepping(self, active: Bool[Array, " lanes"]) -> "BlockRHS":
+        """This right-hand side inside a step taken by the lanes `active`."""
+        return BlockRHS(self.field, self.points, any_stepping(active))
+
+    def stored(self, tree):
+        """`tree`, computed once and stored within a step ([`computed_once`][])."""
+        return stored(self.live, tree)
 
     @property
     def size(self) -> int:

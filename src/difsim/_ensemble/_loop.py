@@ -127,11 +127,13 @@ def block_outputs(status, y: Lanes, saved: dict[str, Array], ts) -> dict[str, Ar
 def _body(c: Carry, f, plan: Plan, t1, floor, ts) -> Carry:
     active = c.status == RUNNING
     h = jnp.where(active, c.tnext - c.tprev, 0)
+    f = f.stepping(active)
     out = plan.method.step(f, c.tprev, c.y, h, c.f0)
     ctrl = plan.controller
     err = scaled_error(c.y, out.y1, out.y_err, ctrl.rtol, ctrl.atol)
     finite = all_finite(out.y1) & all_finite(out.f1) & jnp.isfinite(err)
-    accept, factor = ctrl.decide(err, finite)
+    # Read by most of what follows: computed once (`_boundary.py`).
+    accept, factor, finite = f.stored(ctrl.decide(err, finite) + (finite,))
     accept = accept & active
     if ts is not None:
         c = _save(c, plan, ts, out.dense, c.tprev, c.tnext, c.y, out.y1, accept)

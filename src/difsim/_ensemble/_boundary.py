@@ -1,0 +1,59 @@
+"""Values of a step computed once and stored: kernel boundaries for XLA:CPU.
+
+XLA fuses elementwise work into the kernels that consume it, and when a cheap elementwise
+value feeds several kernels it recomputes it in each of them rather than storing it.
+Within an unrolled step every stage feeds every later stage, the new state of each
+variable, the carried derivative, the error norm and the finiteness checks, each of them
+a kernel of its own (one per output array). Left to itself, XLA recomputes the stage
+chain in every one of them: a Tsit5 step of the Lorenz system compiled to 1,067
+elementwise operations per lane, its forward-mode tangent to 3,344 (three times the
+primal, where the tangent of a stage costs about what the stage costs).
+
+A conditional is a boundary that fusion does not cross: its operands and its results are
+stored. [`computed_once`][] evaluates a function behind one, on whether any lane of the
+block is stepping. The step loop only steps while some lane is running, so that is always
+true there, but XLA cannot know it, and keeps the conditional; the other branch gives
+zeros that are never used. (A conditional whose two branches are both the identity is
+folded away by XLA, with no effect, measured.) The values are the same; only where they
+are computed changes. Measured on 2 cores, CPU time, `bench_ensemble.py` (docs/benchmarks.md,
+"stage boundaries"): the Lorenz engine 1.4x faster, Lorenz-96 4x, the forward-mode gradient
+of a Lorenz sweep loss 2.6x, Robertson with Rodas5P 1.5x.
+
+Only on CPU: other backends fuse differently, and a conditional on a GPU reads its
+predicate back to the host.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jaxtyping import Array, Bool
+
+
+def any_stepping(active: Bool[Array, " lanes"]) -> Bool[Array, ""] | None:
+    """The predicate of a step's boundaries, from the mask of the lanes that are stepping:
+    `any(active)` on CPU, `None` (no boundaries) on other backends."""
+    if jax.default_backend() != "cpu":
+        return None
+    return jnp.any(active)
+
+
+def computed_once(live: Bool[Array, ""] | None, fn: Callable, *args: Any) -> Any:
+    """`fn(*args)` (a pytree of arrays), its arguments and results stored rather than
+    recomputed by each kernel that reads them, when `live` is given and true; zeros of
+    the same structure when it is false (never, inside the step loop); `fn(*args)` as
+    it is when `live` is `None`."""
+    if live is None:
+        return fn(*args)
+
+    def zeros(*a):
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, *a))
+
+    return lax.cond(live, fn, zeros, *args)
+
+
+def stored(live: Bool[Array, ""] | None, tree: Any) -> Any:
+    """`tree`, stored once (see [`computed_once`][])."""
+    return computed_once(live, lambda x: x, tree)
