@@ -107,24 +107,37 @@ def command_line() -> str:
 
 
 # ------------------------------------------------------------------ timing
-def time_call(fn: Callable, *args) -> tuple[float, float]:
+# After a program that ran on XLA:CPU's thread pool, the pool's threads spin for a few
+# milliseconds before they sleep (measured 2026-11-28: ~5 ms of CPU). Timed right away, the
+# next call would be charged for them: a 5 ms Lorenz solve read 8.6-9.7 ms of CPU after a
+# diffrax gradient, 4.7-5.1 ms after a 50 ms pause.
+SETTLE_S = 0.02
+
+
+def time_call(fn: Callable, *args, settle: float = SETTLE_S) -> tuple[float, float]:
     """`(wall, cpu)` seconds of one `fn(*args)`, waiting for every output to be computed.
 
     CPU time is this process's, all threads: unlike wall time it hardly grows when other
-    processes compete for the cores, so it is the steadier figure on a busy machine.
+    processes compete for the cores, so it is the steadier figure on a busy machine. It
+    runs on for `settle` seconds after the call (not counted in `wall`): the CPU that XLA's
+    pool threads spend winding down after `fn` is `fn`'s, not the next call's.
     """
     wall, cpu = time.perf_counter(), time.process_time()
     jax.block_until_ready(fn(*args))
-    return time.perf_counter() - wall, time.process_time() - cpu
+    wall = time.perf_counter() - wall
+    if settle:
+        time.sleep(settle)
+    return wall, time.process_time() - cpu
 
 
 def interleaved(
-    fns: Mapping[str, Callable], args: tuple, repeats: int
+    fns: Mapping[str, Callable], args: tuple, repeats: int, settle: float = SETTLE_S
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Time each function `repeats` times, interleaving them (a, b, c, b, c, a, ...).
 
     The starting function rotates every round, so a burst of load from another process
     hits every contender alike and none always runs right after a particular other one.
+    `settle`: as [`time_call`][]'s.
 
     **Returns:** `(wall, cpu)`, each `{name: [seconds per repeat]}`.
     """
@@ -134,7 +147,7 @@ def interleaved(
     for r in range(repeats):
         k = r % len(names)
         for name in names[k:] + names[:k]:
-            w, c = time_call(fns[name], *args)
+            w, c = time_call(fns[name], *args, settle=settle)
             wall[name].append(w)
             cpu[name].append(c)
     return wall, cpu

@@ -92,7 +92,9 @@ def bench_overhead(problem: Problem, sizes: list[int], rounds: int, twins: int) 
         for fn in fns.values():
             time_call(fn, values)  # compile, warm up
         load = load_average()
-        wall, cpu = interleaved(fns, (values,), rounds)
+        # No settling pause: every contender here is one engine program, which leaves no
+        # pool threads spinning, and the host work measured is sensitive to a cooled cache.
+        wall, cpu = interleaved(fns, (values,), rounds, settle=0)
         pairs = _pairs(fns["a4#0"], fns["b"], values, 2 * rounds)
         strict = _strict_pairs(problem, fns["b"], values, twins, max(2, 2 * rounds // twins))
         rows.append(dict(n=n, rounds=rounds, load_before=load, load_after=load_average(),
@@ -124,7 +126,7 @@ def _pairs(a: Callable, b: Callable, values: np.ndarray, n: int) -> dict[str, li
     for i in range(n):
         for name in ("a", "b") if i % 2 == 0 else ("b", "a"):
             main = time.thread_time()
-            out[name].append(time_call(fns[name], values)[1])
+            out[name].append(time_call(fns[name], values, settle=0)[1])
             out[name + "_main"].append(time.thread_time() - main)
     return out
 
