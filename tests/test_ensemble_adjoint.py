@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import difsim as ds
-from difsim._ensemble import _solve, simulate_ensemble
+from difsim._ensemble import AutoAdjoint, _solve, simulate_ensemble
 
 
 class Oscillator(ds.Model):
@@ -87,7 +87,10 @@ def test_auto_goes_reverse_for_many_parameters(monkeypatch):
     )
     x0 = jnp.outer(jnp.array([0.5, 1.0, 2.0]), jnp.array([1.0, 0.5, -0.5]))
 
-    def loss(W, adjoint="auto", x0=x0):
+    # Forward mode up to 8 differentiated scalars (the default, 12, would take W's 9).
+    auto = AutoAdjoint(max_forward=8)
+
+    def loss(W, adjoint=auto, x0=x0):
         sol = simulate_ensemble(
             Coupled(W=W), {"state.x": x0}, t0=0.0, t1=1.0, save="final", rtol=1e-10,
             atol=1e-10, adjoint=adjoint,
@@ -95,7 +98,7 @@ def test_auto_goes_reverse_for_many_parameters(monkeypatch):
         return jnp.sum(sol.ys["x"][:, -1] ** 3)
 
     W = W0
-    g = jax.jit(jax.grad(loss))(W)  # 9 scalars > 4: reverse mode
+    g = jax.jit(jax.grad(loss))(W)  # 9 scalars > 8: reverse mode
     assert calls
     calls.clear()
     forward = jax.jit(jax.value_and_grad(lambda W: loss(W, "forward")))
@@ -144,7 +147,7 @@ def test_every_transformation_passes_the_reverse_path():
 def test_adjoint_choice_is_checked():
     with pytest.raises(ValueError, match="adjoint must be one of 'auto', 'forward', 'checkpoint'"):
         simulate_ensemble(OSC, {"k": K}, t0=0.0, t1=1.0, adjoint="backsolve")
-    from difsim._ensemble import AutoAdjoint, CheckpointAdjoint
+    from difsim._ensemble import CheckpointAdjoint
 
     with pytest.raises(ValueError, match="checkpoints must be a positive int"):
         CheckpointAdjoint(checkpoints=0)

@@ -17,8 +17,8 @@ KW = dict(t0=0.0, t1=1.0, save=3, rtol=1e-10, atol=1e-10)
 
 
 def _loss(model, rho):
-    # Six differentiated scalars (sigma, beta, the initial state, each lane's rho), which
-    # "auto" would take in reverse mode.
+    # Six differentiated scalars (sigma, beta, the initial state, each lane's rho), in
+    # forward mode whatever "auto"'s threshold.
     sol = simulate_ensemble(model, {"rho": rho}, adjoint="forward", **KW)
     return sum(jnp.sum(sol.ys[v] ** 2) for v in "xyz")
 

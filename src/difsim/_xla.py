@@ -7,11 +7,11 @@ step loops (some twenty kernels per step over blocks of a few hundred lanes) are
 1 KiB. Kernel by kernel, each step pays the runtime's dispatch, and when the program
 reduces or drops some of the engine's results (a loss, a sum), XLA:CPU may run the loop on
 its thread pool at 2-3x the CPU time. With the threshold at 4 MiB the loops are single
-kernels (`docs/benchmarks.md`, "2026-11-28, late"; CPU time): the Lorenz engine 1.2x less,
-the Robertson (Rodas5P) engine 3x less, a Lorenz loss 2.2x less and its default gradient
-3.2x less; every shipped config as fast or faster. The exception is `jnp.roll`, which XLA
-compiles to slower code inside one kernel: a Lorenz-96 ensemble takes 1.3x more. Results
-are the same to rounding.
+kernels (`docs/benchmarks.md`, "stage boundaries"; CPU time, with the engine's stage
+boundaries): the Lorenz engine 1.6x less, the Robertson (Rodas5P) engine 3.5x less, the
+default gradient of a Lorenz sweep loss in (σ, β) 5x less; every shipped config as fast or
+faster ("2026-11-28, late"). The exception is `jnp.roll`, which XLA compiles to slower code
+inside one kernel: a Lorenz-96 ensemble takes 1.1x more. Results are the same to rounding.
 
 XLA reads `XLA_FLAGS` once, when JAX starts its backends, so importing this module (the
 first thing `import difsim` does) adds the option to `XLA_FLAGS`, unless:

@@ -7,10 +7,12 @@ Whatever the strategy, `jax.jvp`, `jax.jacfwd`, `jax.grad`, `jax.vjp`, `jax.jacr
   differentiated scalar (a shared parameter's element, or an element of the swept values:
   lanes are independent, so one tangent covers every lane) beside the solve, giving the
   Jacobian; a tangent or cotangent is then contracted with it. Memory and time grow
-  with the number of differentiated scalars `P`: about `1 + 0.9 P` solves.
+  with the number of differentiated scalars `P`: about `1 + 0.4 P` solves while the
+  tangents fit in cache (up to ~12 for Lorenz and Lorenz-96), much more beyond.
 - [`CheckpointAdjoint`][] (`"checkpoint"`): reverse mode. A cotangent is pulled back
   through step loops that keep `checkpoints` copies of a block's state and recompute the
-  steps in between: time about 4–8 solves whatever `P`, memory bounded (`checkpoints`
+  steps in between: time about 18–22 solves whatever `P` (measured on CPU, where the
+  forward solve has far fewer and larger kernels than the backward pass), memory bounded (`checkpoints`
   copies of each block's state, one block at a time for large ensembles). (A tangent,
   for `jax.jvp`, is pushed forward in one forward-mode pass.)
 - [`AutoAdjoint`][] (`"auto"`, the default): forward when `P <= max_forward`, else reverse.
@@ -86,10 +88,13 @@ class CheckpointAdjoint(AbstractEnsembleAdjoint):
         return True
 
 
-# A reverse-mode gradient costs about as much as forward mode with this many tangents
-# (bench_ensemble.py, gradients: Lorenz with 1, 2 and 6 differentiated scalars, forward
-# 1.9x, 2.6x and 8.1x its forward solve; reverse 6–8x whatever the number).
-DEFAULT_MAX_FORWARD = 6
+# Forward mode up to this many differentiated scalars: below where a reverse-mode gradient
+# costs as much. Measured 2026-11-28 with the stage boundaries (`_boundary.py`), gradients of
+# a sweep loss over the forward solve, forward mode at P = 6 / 12 / 16 / 20 / 24 against
+# reverse: Lorenz (3 entries, 10⁴ lanes) 3.7 / 5.2 / 7.6 / 11 / 24x against 19–22x;
+# Lorenz-96 (40 entries, 10³ lanes) 7.0 / 8.3 / 20 / 36 / 40x against 18–20x. Past about
+# 16 tangents forward mode outgrows the cache; 12 is on the safe side for both.
+DEFAULT_MAX_FORWARD = 12
 
 
 class AutoAdjoint(AbstractEnsembleAdjoint):
