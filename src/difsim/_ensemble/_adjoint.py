@@ -12,9 +12,9 @@ Whatever the strategy, `jax.jvp`, `jax.jacfwd`, `jax.grad`, `jax.vjp`, `jax.jacr
 - [`CheckpointAdjoint`][] (`"checkpoint"`): reverse mode. A cotangent is pulled back
   through step loops that keep `checkpoints` copies of a block's state and recompute the
   steps in between: time about 18–22 solves whatever `P` (measured on CPU, where the
-  forward solve has far fewer and larger kernels than the backward pass), memory bounded (`checkpoints`
-  copies of each block's state, one block at a time for large ensembles). (A tangent,
-  for `jax.jvp`, is pushed forward in one forward-mode pass.)
+  forward solve has far fewer and larger kernels than the backward pass), memory
+  bounded (`checkpoints` copies of each block's state, one block at a time for large
+  ensembles). (A tangent, for `jax.jvp`, is pushed forward in one forward-mode pass.)
 - [`AutoAdjoint`][] (`"auto"`, the default): forward when `P <= max_forward`, else reverse.
 
 The choice is made where JAX differentiates the solve (its `custom_jvp` rule), which

@@ -63,9 +63,9 @@ def default_block(n: int, size: int = 1, reverse: bool = False) -> int:
     array, a power of two between 8 and 256 lanes (`bench_ensemble.py --blocks`, with the
     stage boundaries of `_boundary.py`: Lorenz, 3 entries, as fast from 64 to 512 lanes,
     1.2x slower at 32 and 2x in one block of 10⁴; Lorenz-96, 40 entries, as fast from 8 to
-    64, 1.3x slower at 128 and 256). The reverse-mode path, whose backward steps are many more small kernels, takes
-    4x that (256 lanes of Lorenz took 1.4x as long as 1,024). On an accelerator, every
-    lane at once."""
+    64, 1.3x slower at 128 and 256). The reverse-mode path, whose backward steps are many
+    more small kernels, takes 4x that (256 lanes of Lorenz took 1.4x as long as 1,024).
+    On an accelerator, every lane at once."""
     if jax.default_backend() != "cpu":
         return n
     entries = 8192 if reverse else 2048
