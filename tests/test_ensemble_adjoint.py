@@ -119,6 +119,30 @@ def test_auto_goes_reverse_for_many_parameters(monkeypatch):
 _reverse = _solve._reverse_jvp
 
 
+def test_forward_mode_in_groups_of_tangents(monkeypatch):
+    # W's 9 scalars in groups of 4 (three passes, the last of one tangent): the same
+    # gradient as reverse mode, and as finite differences of the loss.
+    monkeypatch.setattr(_solve, "TANGENT_GROUP", 4)
+    x0 = jnp.array([[1.0, 0.5, -0.5], [0.5, 0.25, -0.25]])
+
+    def loss(W, adjoint):
+        sol = simulate_ensemble(
+            Coupled(W=W), {"state.x": x0}, t0=0.0, t1=1.0, save=3, rtol=1e-10,
+            atol=1e-10, adjoint=adjoint,
+        )  # fmt: skip
+        return jnp.sum(sol.ys["x"] ** 3)
+
+    grouped = jax.jit(jax.value_and_grad(lambda W: loss(W, "forward")))
+    g = grouped(W0)[1]
+    np.testing.assert_allclose(g, jax.jit(jax.grad(lambda W: loss(W, "checkpoint")))(W0),
+                               rtol=1e-9)  # fmt: skip
+    eps = 1e-6
+    for i, j in ((0, 0), (2, 1)):
+        dW = jnp.zeros((3, 3)).at[i, j].set(eps)
+        fd = (grouped(W0 + dW)[0] - grouped(W0 - dW)[0]) / (2 * eps)
+        np.testing.assert_allclose(g[i, j], fd, rtol=1e-7)
+
+
 def test_every_transformation_passes_the_reverse_path():
     # jacfwd (forward mode under vmap), vmap of grad (reverse mode under vmap): the two
     # halves of the reverse-mode path, each through the batching rule it needs.

@@ -120,6 +120,58 @@ def grad_cases(n: int, n_l96: int) -> list[dict]:
     return cases
 
 
+class LorenzExtra(ds.Model):
+    """Lorenz (σ = 10, β = 8/3) with `p`, any number of parameters, summed into dx/dt:
+    a Lorenz sweep with as many differentiated scalars as `p` has."""
+
+    p: jax.Array
+    rho: float = 28.0
+    state = ds.State(x=ds.Var(1.0), y=ds.Var(0.0), z=ds.Var(0.0))
+
+    def rhs(self, t, s):
+        return dict(x=10.0 * (s.y - s.x) + jnp.sum(self.p), y=s.x * (self.rho - s.z) - s.y,
+                    z=s.x * s.y - 8.0 / 3.0 * s.z)  # fmt: skip
+
+
+class L96Partly(ds.Model):
+    """Lorenz-96 whose first `len(F)` forcings are free parameters, the rest 8."""
+
+    F: jax.Array
+    c: float = 1.0
+    state = ds.State(x=ds.Var(np.r_[8.01, np.full(39, 8.0)]))
+
+    def rhs(self, t, s):
+        x, k = s.x, self.F.shape[0]
+        forcing = jnp.concatenate([self.F, jnp.full((40 - k,), 8.0, x.dtype)])
+        return dict(x=self.c * (jnp.roll(x, -1) - jnp.roll(x, 2)) * jnp.roll(x, 1) - x + forcing)
+
+
+def crossover_cases(counts: list[int], n: int, n_l96: int) -> list[dict]:
+    """Gradients of `sum(final state²)` with respect to `P` shared parameters for each `P`
+    in `counts`, forward mode against reverse mode (where `auto` should switch): each case
+    `{name, scalars, n, args, fns}` with jitted `fns` — the forward loss and the gradient
+    with `adjoint="forward"` and `"checkpoint"`."""
+    rhos = jnp.asarray(LORENZ.values(n))
+    cs = jnp.linspace(0.8, 1.2, n_l96, dtype=jnp.float32)
+    models = [("Lorenz + P parameters", lambda p: LorenzExtra(p=p), "rho", rhos, 0.0, n),
+              ("Lorenz-96, P forcings", lambda p: L96Partly(F=p), "c", cs, 8.0, n_l96)]  # fmt: skip
+    cases = []
+    for name, make, key, values, start, lanes in models:
+        for count in counts:
+            if name.startswith("Lorenz-96") and count > 40:
+                continue
+
+            def loss(p, adjoint, make=make, key=key, values=values):
+                return _engine_loss(make(p), key, values, adjoint)
+
+            fns = {"forward": jax.jit(lambda p, f=loss: f(p, "auto"))}
+            for adjoint in ("forward", "checkpoint"):
+                fns[f"grad {adjoint}"] = jax.jit(jax.grad(lambda p, a=adjoint, f=loss: f(p, a)))
+            args = (jnp.full((count,), start, jnp.float32),)
+            cases.append(dict(name=name, scalars=count, n=lanes, args=args, fns=fns))
+    return cases
+
+
 def grad_agreement(case: dict) -> dict:
     """Max |difference| / max |reference| between the engine's gradients (each adjoint)
     and diffrax's, and between the engine's two modes."""

@@ -4,6 +4,8 @@ docs/benchmarks.md)."""
 from _common import format_table, seconds
 from _report import render_header as _base_header
 
+from difsim._ensemble import AutoAdjoint
+
 TARGET_SPEEDUP = 8.0  # ds.sweep (auto) vs raw diffrax vmap, CPU time, N = 1e4 and 1e5
 TARGET_SCIPY = 1000.0  # ds.sweep (auto) vs the scipy loop
 TARGET_OVERHEAD = 1.05  # ds.sweep (auto) vs the engine called directly
@@ -90,6 +92,24 @@ def _blocks(blocks: list[dict], markdown: bool) -> str:
     )
 
 
+def _crossover(rows: list[dict], markdown: bool) -> str:
+    head = ["model (N)", "P", "forward solve", "gradient, forward mode", "gradient, reverse mode",
+            "cheaper", "auto takes"]  # fmt: skip
+    out = []
+    for r in rows:
+        cpu, fwd = r["cpu"], r["cpu"]["forward"]["median"]
+        f, b = cpu["grad forward"]["median"], cpu["grad checkpoint"]["median"]
+        auto = "reverse" if AutoAdjoint().reverse(r["scalars"]) else "forward"
+        out.append([f"{r['name']} ({r['n']:,})", str(r["scalars"]), seconds(fwd),
+                    f"{seconds(f)} ({f / fwd:.1f}x)", f"{seconds(b)} ({b / fwd:.1f}x)",
+                    "forward" if f <= b else "reverse", auto])  # fmt: skip
+    return (
+        "Forward against reverse mode by the number P of differentiated scalars (gradients "
+        "of sum(final state²), CPU medians; x: over the forward solve; `auto` should take "
+        "the cheaper):\n\n" + format_table(head, out, markdown)
+    )
+
+
 def _grad(cases: list[dict], markdown: bool) -> str:
     head = ["case (differentiated scalars, N)", "engine forward", "forward, states returned",
             "grad forward mode", "grad checkpoint (reverse)", "grad auto (default)",
@@ -160,6 +180,8 @@ def render(report: dict, markdown: bool) -> str:
         parts.append(_problem("Lorenz-96 (40 variables)", report["lorenz96"], rounds, markdown))
     if report.get("grad"):
         parts.append(_grad(report["grad"], markdown))
+    if report.get("crossover"):
+        parts.append(_crossover(report["crossover"], markdown))
     if report.get("flops"):
         parts.append(_flops(report["flops"], report["peak"]))
     if report.get("hlo"):

@@ -49,6 +49,7 @@ from _common import (  # noqa: E402
     write_reports,
 )
 from _ensemble_analysis import (  # noqa: E402
+    crossover_cases,
     grad_agreement,
     grad_cases,
     hlo_census,
@@ -77,7 +78,7 @@ from _ensemble_report import render, render_header, summary  # noqa: E402
 
 from difsim._ensemble._solve import default_block  # noqa: E402
 
-SECTIONS = ("lorenz", "overhead", "blocks", "lorenz96", "grad", "flops", "hlo")
+SECTIONS = ("lorenz", "overhead", "blocks", "lorenz96", "grad", "crossover", "flops", "hlo")
 
 
 def contenders(problem: Problem, chunk: int, which: str) -> dict:
@@ -177,6 +178,20 @@ def bench_grad(n: int, n_l96: int, rounds: int) -> list[dict]:
     return out
 
 
+def bench_crossover(counts: list[int], n: int, n_l96: int, rounds: int) -> list[dict]:
+    """Forward against reverse mode by the number of differentiated scalars, interleaved."""
+    out = []
+    for case in crossover_cases(counts, n, n_l96):
+        print(f"    {case['name']}, P = {case['scalars']} ...", flush=True)
+        fns, args = case["fns"], case["args"]
+        for fn in fns.values():
+            time_call(fn, *args)  # compile, warm up
+        _, cpu = interleaved(fns, args, rounds)
+        out.append(dict(name=case["name"], scalars=case["scalars"], n=case["n"],
+                        cpu={k: Stats(v).as_dict() for k, v in cpu.items()}))  # fmt: skip
+    return out
+
+
 def bench_flops(n: int, rounds: int, peak: dict) -> dict:
     """Achieved FLOP rate of the engine on the Lorenz sweep (default block size)."""
     values = LORENZ.values(n)
@@ -212,6 +227,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--block-n", type=int, default=10_000, help="N of the block sweep")
     p.add_argument("--grad-n", type=int, default=10_000, help="N of the Lorenz gradients")
     p.add_argument("--grad-l96-n", type=int, default=1_000, help="N of the Lorenz-96 gradient")
+    p.add_argument("--crossover-p", type=parse_sizes, default=[6, 12, 24, 40],
+                   help="differentiated scalars of the crossover section (6,12,24,40)")  # fmt: skip
     p.add_argument("--fma-units", type=int, default=2, help="FMA pipes per core (peak)")
     p.add_argument("--vector-bits", type=int, help="vector width of the peak (default 256)")
     p.add_argument(
@@ -266,6 +283,11 @@ def main(argv=None) -> dict:
     if "grad" not in args.skip:
         print(f"  gradients at N = {args.grad_n:,} ...", flush=True)
         report["grad"] = bench_grad(args.grad_n, args.grad_l96_n, args.rounds)
+    if "crossover" not in args.skip:
+        print(f"  forward against reverse mode, P = {args.crossover_p} ...", flush=True)
+        report["crossover"] = bench_crossover(
+            args.crossover_p, args.grad_n, args.grad_l96_n, args.rounds
+        )
     if "flops" not in args.skip:
         report["flops"] = bench_flops(max(sizes), args.rounds, peak)
     if "hlo" not in args.skip:

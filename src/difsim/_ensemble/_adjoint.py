@@ -7,8 +7,8 @@ Whatever the strategy, `jax.jvp`, `jax.jacfwd`, `jax.grad`, `jax.vjp`, `jax.jacr
   differentiated scalar (a shared parameter's element, or an element of the swept values:
   lanes are independent, so one tangent covers every lane) beside the solve, giving the
   Jacobian; a tangent or cotangent is then contracted with it. Memory and time grow
-  with the number of differentiated scalars `P`: about `1 + 0.4 P` solves while the
-  tangents fit in cache (up to ~12 for Lorenz and Lorenz-96), much more beyond.
+  with the number of differentiated scalars `P`: about `1 + 0.4 P` solves for up to
+  12 (one pass), then a pass per group of 12 tangents, each solving the primal again.
 - [`CheckpointAdjoint`][] (`"checkpoint"`): reverse mode. A cotangent is pulled back
   through step loops that keep `checkpoints` copies of a block's state and recompute the
   steps in between: time about 18–22 solves whatever `P` (measured on CPU, where the
@@ -90,11 +90,11 @@ class CheckpointAdjoint(AbstractEnsembleAdjoint):
 
 # Forward mode up to this many differentiated scalars: below where a reverse-mode gradient
 # costs as much. Measured 2026-11-28 with the stage boundaries (`_boundary.py`), gradients of
-# a sweep loss over the forward solve, forward mode at P = 6 / 12 / 16 / 20 / 24 against
-# reverse: Lorenz (3 entries, 10⁴ lanes) 3.7 / 5.2 / 7.6 / 11 / 24x against 19–22x;
-# Lorenz-96 (40 entries, 10³ lanes) 7.0 / 8.3 / 20 / 36 / 40x against 18–20x. Past about
-# 16 tangents forward mode outgrows the cache; 12 is on the safe side for both.
-DEFAULT_MAX_FORWARD = 12
+# a sweep loss over the forward solve; forward mode carries its tangents in groups of 12
+# (`_solve.TANGENT_GROUP`), at P = 6 / 12 / 24 / 40: Lorenz (3 entries, 10⁴ lanes, extra
+# parameters added to dx/dt) 3.7 / 5.2 / 12 / 22x, against 19–22x in reverse; Lorenz-96
+# (40 entries, 10³ lanes, the first P forcings) 7.0 / 8.3 / 17 / 32x, against 18–20x.
+DEFAULT_MAX_FORWARD = 24
 
 
 class AutoAdjoint(AbstractEnsembleAdjoint):
