@@ -7,10 +7,11 @@ other blocks go on.
 Differentiation (`custom_jvp`, with symbolic zeros: the rule sees which inputs carry a
 tangent) follows the solve's adjoint strategy (`_adjoint.py`). Forward: the Jacobian of
 every output with respect to the differentiated scalars (shared parameters, and each
-lane's own swept values, which perturb only their own lane) in one batched forward
-pass, contracted with the tangents; `jax.grad` transposes that contraction. Reverse: the
-tangent map is a `linear_call` that pushes a tangent forward in one forward-mode pass and
-whose transpose pulls a cotangent back through checkpointed step loops.
+lane's own swept values, which perturb only their own lane) in batched forward passes
+(one per group of tangents), contracted with the tangents; `jax.grad` transposes that
+contraction. Reverse: the tangent map is a `linear_call` that pushes a tangent forward in
+one forward-mode pass and whose transpose pulls a cotangent back through checkpointed step
+loops.
 """
 
 import dataclasses
@@ -203,8 +204,8 @@ TANGENT_GROUP = 12
 
 
 def _forward_jvp(cfg: Config, f, args, t_args, n: int):
-    """The Jacobian with respect to every differentiated scalar in one batched forward
-    pass, contracted with the tangents `t_args`."""
+    """The Jacobian with respect to every differentiated scalar, from batched forward
+    passes of up to `TANGENT_GROUP` tangents each, contracted with the tangents `t_args`."""
     basis, count = _basis(args, n)
     # One loop computes the primal once and every tangent of a group beside it: the primal
     # does not depend on the direction, so vmap leaves it unbatched (out_axes=None).
