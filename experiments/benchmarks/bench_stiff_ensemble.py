@@ -18,6 +18,9 @@ rtol=1e-12, atol=1e-14)` on an evenly spaced subset of lanes. A second Rodas5P t
 (`--match-rtol`) lets the speed be read at matched error when the two methods' errors at
 the same tolerance differ.
 
+Part three (`--lu-engine`, `_stiff_lu_engine.py`) times whole ensembles (HIRES and a stiff
+chain of n species) with each of the two, which is what sets the threshold between them.
+
 Part two times the per-lane linear solves alone (`--lu`): factorising `(n, n, lanes)`
 matrices `I - γ h J` once and solving 8 right-hand sides, (a) lanes moved first and
 `jax.scipy.linalg.lu_factor`/`lu_solve` (LAPACK-style, batched) against (b) the unrolled
@@ -26,6 +29,7 @@ structure-of-arrays LU with partial pivoting of `difsim._ensemble._rosenbrock`.
 ```
 python experiments/benchmarks/bench_stiff_ensemble.py                # a few minutes on 2 cores
 python experiments/benchmarks/bench_stiff_ensemble.py --sizes 1000 --repeats 3 --lu
+python experiments/benchmarks/bench_stiff_ensemble.py --skip-robertson --lu-engine --repeats 3
 ```
 """
 
@@ -46,6 +50,7 @@ from _common import (
     today,
     versions,
 )
+from _stiff_lu_engine import lu_in_engine, render_lu_engine
 from scipy.integrate import solve_ivp
 
 import difsim as ds
@@ -249,6 +254,10 @@ def main():
     parser.add_argument("--ref-lanes", type=int, default=25)
     parser.add_argument("--lu", action="store_true", help="also time the linear solves alone")
     parser.add_argument("--lu-sizes", type=int, nargs="+", default=[2, 3, 5, 8, 10, 16])
+    parser.add_argument("--lu-engine", action="store_true",
+                        help="also time whole ensembles with the LU unrolled and batched")
+    parser.add_argument("--lu-engine-sizes", type=int, nargs="+", default=[4, 6, 8, 10, 12])
+    parser.add_argument("--lu-engine-lanes", type=int, default=1000)
     parser.add_argument("--skip-robertson", action="store_true")
     args = parser.parse_args()
     jax.config.update("jax_enable_x64", True)
@@ -258,6 +267,9 @@ def main():
     print("command:", command_line())
     if args.lu:
         print(render_lu(linear_solves(args.lu_sizes, 1024, args.repeats)))
+    if args.lu_engine:
+        rows = lu_in_engine(args.lu_engine_sizes, args.lu_engine_lanes, args.repeats)
+        print(render_lu_engine(rows))
     if not args.skip_robertson:
         for n in args.sizes:
             print(render_robertson(robertson(n, args.repeats, args.match_rtol, args.ref_lanes)))

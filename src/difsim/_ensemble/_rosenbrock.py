@@ -7,15 +7,14 @@ factorisation of $I - \gamma h J$, then 8 stages, each one evaluation of the rig
 side and two triangular solves with that factorisation. The matrices are
 `(size, size, lanes)`: every lane has its own. Up to `UNROLLED_MAX` entries the
 factorisation is unrolled when traced, in structure-of-arrays layout (each matrix entry one
-lane vector, partial pivoting by per-lane selects): it fuses with the stages and calls no
-LAPACK routine per lane. Above that the lanes move first and
-`jax.scipy.linalg.lu_factor`/`lu_solve` work on the batch. Measured (factorise + 8 solves,
-1024 lanes, float64, one jitted function, 2-core EPYC): unrolled / lanes-first
-154 µs / 1.1 ms at n = 2, 193 µs / 1.5 ms at 3, 240 µs / 1.2 ms at 4, but 4.3 ms / 1.5 ms
-at 5 and 122 ms / 2.7 ms at 8: beyond 4, XLA fuses the unrolled elimination into kernels
-that recompute shared entries (separately jitted, the unrolled factorisation and solves
-still win at n = 8), so the threshold is 4. (`experiments/benchmarks/bench_stiff_ensemble.py
---lu`.)
+lane vector, partial pivoting by per-lane selects), and calls no LAPACK routine per lane;
+the factors and each stage are stored once per step (`_boundary.py`). Above that the lanes
+move first and `jax.scipy.linalg.lu_factor`/`lu_solve` work on the batch. Measured inside
+whole ensemble solves (`bench_stiff_ensemble.py --lu-engine`: 1,000 lanes, float64, 2-core
+Xeon, 2026-11-28), unrolled / batched CPU time: a stiff chain of 4, 6, 8, 10, 12 species
+0.08, 0.30, 0.57, 1.66, 2.96; HIRES (8 species) 0.44. Beyond 8, XLA recomputes shared
+entries of the unrolled elimination inside its kernels, and its compile time grows fast
+(8: 4 s, 10: 14 s, 12: 24 s, against 1.3 s batched): the threshold is 8.
 """
 
 from typing import Any, ClassVar, NamedTuple
@@ -29,7 +28,7 @@ from difsim._ensemble._field import BlockRHS, Lanes, per_lane
 from difsim._ensemble._method import AbstractEnsembleMethod, StepOut
 
 # State sizes up to which the LU factorisation is unrolled (see the module docstring).
-UNROLLED_MAX = 4
+UNROLLED_MAX = 8
 
 Row = list[Float[Array, " lanes"]]
 
