@@ -77,11 +77,8 @@ def lu_in_engine(sizes: list[int], lanes: int, repeats: int) -> list[dict]:
         for label, cap in (("batched", 0), ("unrolled", 64)):
             fns[label], build[label] = _compiled(model, key, t1, v, cap)
         outs = {label: jax.block_until_ready(fn(v)) for label, fn in fns.items()}
-        gap = max(
-            float(np.max(np.abs(outs["unrolled"][k] - outs["batched"][k])
-                         / (np.abs(outs["batched"][k]) + 1e-12)))  # fmt: skip
-            for k in outs["batched"]
-        )
+        b, u = outs["batched"], outs["unrolled"]
+        gap = max(float(np.max(np.abs(u[k] - b[k]) / (np.abs(b[k]) + 1e-12))) for k in b)
         _, cpu = interleaved(fns, (v,), repeats)
         stats = {k: Stats(c) for k, c in cpu.items()}
         rows.append(dict(

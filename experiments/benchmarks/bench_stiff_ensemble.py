@@ -254,8 +254,11 @@ def main():
     parser.add_argument("--ref-lanes", type=int, default=25)
     parser.add_argument("--lu", action="store_true", help="also time the linear solves alone")
     parser.add_argument("--lu-sizes", type=int, nargs="+", default=[2, 3, 5, 8, 10, 16])
-    parser.add_argument("--lu-engine", action="store_true",
-                        help="also time whole ensembles with the LU unrolled and batched")
+    parser.add_argument(
+        "--lu-engine",
+        action="store_true",
+        help="also time whole ensembles with the LU unrolled and batched",
+    )
     parser.add_argument("--lu-engine-sizes", type=int, nargs="+", default=[4, 6, 8, 10, 12])
     parser.add_argument("--lu-engine-lanes", type=int, default=1000)
     parser.add_argument("--skip-robertson", action="store_true")
