@@ -23,11 +23,11 @@ def _lorenz(solver: str, save):
 def test_computed_once_gives_the_function_or_zeros():
     x = {"a": jnp.arange(3.0), "b": jnp.ones((2, 2))}
     fn = lambda v: {"a": v["a"] ** 2, "b": 2 * v["b"]}  # noqa: E731
-    on = jax.jit(lambda v, live: computed_once(live, fn, v))
+    on = jax.jit(lambda v, live: computed_once(live, fn, v, like=fn(v)))
     assert np.array_equal(on(x, True)["a"], [0.0, 1.0, 4.0])
     assert np.array_equal(on(x, True)["b"], np.full((2, 2), 2.0))
     assert all(not np.any(v) for v in jax.tree.leaves(on(x, False)))  # the unused branch
-    assert np.array_equal(computed_once(None, fn, x)["a"], [0.0, 1.0, 4.0])
+    assert np.array_equal(computed_once(None, fn, x, like=x)["a"], [0.0, 1.0, 4.0])
     assert stored(None, x) is x
 
 

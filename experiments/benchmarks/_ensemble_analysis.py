@@ -153,12 +153,13 @@ def crossover_cases(counts: list[int], n: int, n_l96: int) -> list[dict]:
     with `adjoint="forward"` and `"checkpoint"`."""
     rhos = jnp.asarray(LORENZ.values(n))
     cs = jnp.linspace(0.8, 1.2, n_l96, dtype=jnp.float32)
-    models = [("Lorenz + P parameters", lambda p: LorenzExtra(p=p), "rho", rhos, 0.0, n),
-              ("Lorenz-96, P forcings", lambda p: L96Partly(F=p), "c", cs, 8.0, n_l96)]  # fmt: skip
+    # (name, model of P parameters, swept key, values, parameters' value, most parameters)
+    models = [("Lorenz + P parameters", lambda p: LorenzExtra(p=p), "rho", rhos, 0.0, None),
+              ("Lorenz-96, P forcings", lambda p: L96Partly(F=p), "c", cs, 8.0, 40)]  # fmt: skip
     cases = []
-    for name, make, key, values, start, lanes in models:
+    for name, make, key, values, start, most in models:
         for count in counts:
-            if name.startswith("Lorenz-96") and count > 40:
+            if most is not None and count > most:
                 continue
 
             def loss(p, adjoint, make=make, key=key, values=values):
@@ -168,7 +169,7 @@ def crossover_cases(counts: list[int], n: int, n_l96: int) -> list[dict]:
             for adjoint in ("forward", "checkpoint"):
                 fns[f"grad {adjoint}"] = jax.jit(jax.grad(lambda p, a=adjoint, f=loss: f(p, a)))
             args = (jnp.full((count,), start, jnp.float32),)
-            cases.append(dict(name=name, scalars=count, n=lanes, args=args, fns=fns))
+            cases.append(dict(name=name, scalars=count, n=len(values), args=args, fns=fns))
     return cases
 
 

@@ -48,20 +48,21 @@ def any_stepping(active: Bool[Array, " lanes"]) -> Bool[Array, ""] | None:
     return jnp.any(active)
 
 
-def computed_once(live: Bool[Array, ""] | None, fn: Callable, *args: Any) -> Any:
-    """`fn(*args)` (a pytree of arrays), its arguments and results stored rather than
-    recomputed by each kernel that reads them, when `live` is given and true; zeros of
-    the same structure when it is false (never, inside the step loop); `fn(*args)` as
-    it is when `live` is `None`."""
+def computed_once(live: Bool[Array, ""] | None, fn: Callable, *args: Any, like: Any) -> Any:
+    """`fn(*args)`, its arguments and results stored rather than recomputed by each kernel
+    that reads them, when `live` is given and true; zeros shaped as `like` (a pytree of
+    arrays with the structure, shapes and dtypes of `fn`'s result) when it is false (never,
+    inside the step loop); `fn(*args)` as it is when `live` is `None`. (`like` spares a
+    second trace of `fn` to learn its result's shape.)"""
     if live is None:
         return fn(*args)
 
-    def zeros(*a):
-        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, *a))
+    def zeros(*_):
+        return jax.tree.map(lambda x: jnp.zeros(jnp.shape(x), jnp.result_type(x)), like)
 
     return lax.cond(live, fn, zeros, *args)
 
 
 def stored(live: Bool[Array, ""] | None, tree: Any) -> Any:
     """`tree`, stored once (see [`computed_once`][])."""
-    return computed_once(live, lambda x: x, tree)
+    return computed_once(live, lambda x: x, tree, like=tree)

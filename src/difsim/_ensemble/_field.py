@@ -128,7 +128,10 @@ class BlockRHS(eqx.Module):
     live: Bool[Array, ""] | None = None
 
     def __call__(self, t, y: Lanes) -> Lanes:
-        return computed_once(self.live, lambda t, y, p: self.field(t, y, p), t, y, self.points)
+        # The derivative has the state's structure, shapes and dtype.
+        return computed_once(
+            self.live, lambda t, y, p: self.field(t, y, p), t, y, self.points, like=y
+        )
 
     def stepping(self, active: Bool[Array, " lanes"]) -> "BlockRHS":
         """This right-hand side inside a step taken by the lanes `active`."""
