@@ -15,6 +15,7 @@ import diffrax as dfx
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import optimistix as optx
 from jaxtyping import Array, Float, Int, PyTree
 
 from difsim._core._vector_field import Layout
@@ -114,9 +115,29 @@ class DenseBuffer(eqx.Module):
 
 def info_struct(solver: dfx.AbstractSolver, terms, t0, t1, y0, args) -> PyTree[Any]:
     """The shapes of `solver`'s dense info for one step (traced only, nothing runs)."""
+    solver = _with_concrete_tolerances(solver)
 
     def step_info():
         state = solver.init(terms, t0, t1, y0, args)
         return solver.step(terms, t0, t1, y0, args, state, False)[2]
 
     return eqx.filter_eval_shape(step_info)
+
+
+def _with_concrete_tolerances(solver: dfx.AbstractSolver) -> dfx.AbstractSolver:
+    """`solver` with numbers in place of its root finder's tolerance placeholders.
+
+    A named implicit solver's root finder takes its tolerances from the step-size controller
+    (`diffrax.with_stepsize_controller_tols`), which `diffeqsolve` fills in: a step taken
+    outside it, as here, would divide by the placeholder. Only the shapes of the step's
+    output are read, so any number will do."""
+    if not isinstance(solver, dfx.AbstractImplicitSolver):
+        return solver
+    finder = solver.root_finder
+    numeric = lambda x: isinstance(x, (int, float)) or eqx.is_array(x)  # noqa: E731
+    names = [a for a in ("rtol", "atol") if hasattr(finder, a) and not numeric(getattr(finder, a))]
+    if hasattr(finder, "norm") and not callable(finder.norm):
+        names.append("norm")
+    values = tuple(optx.rms_norm if a == "norm" else 1.0 for a in names)
+    get = lambda s: tuple(getattr(s.root_finder, a) for a in names)  # noqa: E731
+    return eqx.tree_at(get, solver, values) if names else solver
