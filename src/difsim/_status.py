@@ -25,7 +25,8 @@ class Status(enum.IntEnum):
     solve that gives them:
 
     - `simulate`, `sweep`: `SUCCESS`, `EVENT`, `MAX_STEPS`, `DT_MIN`, `NONFINITE`,
-      `NONLINEAR_SOLVER`, `LINEAR_SOLVER`, `MAX_REJECTED`, `INTERNAL`, `EVENT_LIMIT`.
+      `NONLINEAR_SOLVER`, `LINEAR_SOLVER`, `MAX_REJECTED`, `INTERNAL`, `EVENT_LIMIT`,
+      `ZENO`, `EVENT_LOST`.
     - `fit` (`FitResult.status`): `CONVERGED`, `COMPLETED`, `FIT_MAX_STEPS`, `DIVERGED`,
       `OPTIMIZER_FAILED`.
     - `steady_state`: `SUCCESS`, `NEWTON_MAX_STEPS`, `NEWTON_DIVERGED`, `LINEAR_SOLVER`,
@@ -114,6 +115,24 @@ class Status(enum.IntEnum):
         "or the model may chatter (infinitely many events in finite time, e.g. a bouncing "
         "ball with restitution < 1 coming to rest: end the solve before that time, or add "
         "a terminal event)",
+    )
+    ZENO = (
+        17,
+        "zeno",
+        "the events of one condition accumulate in finite time (Zeno behaviour, e.g. a ball "
+        "bouncing ever faster as it comes to rest): their spacing shrank geometrically below "
+        "what the solve's tolerances resolve, so it stopped at the first event it cannot "
+        "resolve (t_end, within a few time tolerances of where they accumulate; y_end the "
+        "state just before it); end the solve before t_end, or give the event a terminal "
+        "condition (e.g. stop once the ball is at rest) or a model of what follows",
+    )
+    EVENT_LOST = (
+        18,
+        "event_lost",
+        "an event's crossing was lost: its condition passed zero in the event's direction "
+        "without being located (two crossings in one solver step, or a root found at the "
+        "wrong crossing); the solve stopped where this was seen (t_end, y_end); tighten "
+        "rtol/atol, or cap the step (controller=diffrax.PIDController(..., dtmax=...))",
     )
 
     def __new__(cls, value: int, text: str, message: str):
@@ -289,3 +308,4 @@ def flag_attrs(dtype: np.dtype | type = np.int32) -> dict[str, object]:
         flag_meanings=" ".join(s.name.lower() for s in Status),
         long_name="solver status (0 = success)",
     )
+
