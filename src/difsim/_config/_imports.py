@@ -29,7 +29,9 @@ from difsim._config._schema import ConfigError
 
 
 def load_model_file(path: Path, key: str) -> ModuleType:
-    """The module of the Python file `path` (run once per process and path).
+    """The module of the Python file `path` (run once per process, path and contents: a
+    file edited since it was run is run again, as a new module, so a sweep of it never
+    reuses the old code or its results).
 
     **Raises:** [`ConfigError`][] under `key` if it is missing, not a `.py` file, or fails
     while running (with the exception's type and message).
@@ -46,21 +48,35 @@ def load_model_file(path: Path, key: str) -> ModuleType:
     digest = hashlib.sha256(absolute.encode()).hexdigest()[:12]
     stem = re.sub(r"\W", "_", path.stem)
     name = f"difsim_model_{stem}_{digest}"
-    if name in sys.modules:
-        return sys.modules[name]
+    try:
+        source = Path(absolute).read_bytes()
+    except OSError as e:
+        raise ConfigError(f"cannot read model file {absolute!r} ({e.strerror or e})", key) from e
+    content = hashlib.sha256(source).hexdigest()
+    earlier = sys.modules.get(name)
+    if earlier is not None and getattr(earlier, _CONTENT, None) == content:
+        return earlier
     spec = importlib.util.spec_from_file_location(name, absolute)
     module = importlib.util.module_from_spec(spec)
+    setattr(module, _CONTENT, content)
     # Registered before running, as an import would be: dataclasses (and so equinox
     # modules) look their own module up while the class body is built.
     sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
+    try:  # the bytes just hashed, not the file read again
+        exec(compile(source, absolute, "exec"), module.__dict__)
     except (Exception, SystemExit) as e:  # the user's file may fail in any way
-        del sys.modules[name]
+        if earlier is None:
+            del sys.modules[name]
+        else:
+            sys.modules[name] = earlier
         raise ConfigError(
             f"running model file {absolute!r} failed ({type(e).__name__}: {e})", key
         ) from e
     return module
+
+
+# The SHA-256 of the source a model file's module was run from (to tell an edited file).
+_CONTENT = "__difsim_source_sha256__"
 
 
 def import_model_module(module_name: str, qualname: str, key: str) -> ModuleType:

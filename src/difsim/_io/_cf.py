@@ -74,7 +74,8 @@ def _version(package: str) -> str:
 
 def versions() -> dict[str, str]:
     """`{package: version}` of difsim and the libraries that decide its numbers."""
-    return {package: _version(package) for package in ("difsim", "jax", "diffrax", "equinox")}
+    names = ("difsim", "jax", "jaxlib", "diffrax", "equinox")
+    return {package: _version(package) for package in names}
 
 
 def difsim_version() -> str:

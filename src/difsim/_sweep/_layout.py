@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -27,7 +26,6 @@ from difsim._io import (
     attr_value,
     cf_attrs,
     coord_attrs,
-    difsim_version,
     model_title,
     param_attrs,
     parameter_attr,
@@ -36,6 +34,7 @@ from difsim._io import (
 )
 from difsim._status import Status, flag_attrs
 from difsim._sweep._options import SolverChoice, SweepTimes
+from difsim._sweep._provenance import code_text, versions_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +115,8 @@ def settings(
         described += f" {value_text(times.ts)}"
     return {
         "model": f"{cls.__module__}.{cls.__qualname__}",
+        # The code that computes the numbers, and what runs it (`_provenance`).
+        "code": code_text(cls),
         "parameters": ", ".join(f"{k}={value_text(v)}" for k, v in params.items()),
         "state": ", ".join(f"{k}={value_text(v)}" for k, v in state.items()),
         "sweep": points_setting(spec, dtype) if points else "",
@@ -128,8 +129,7 @@ def settings(
         ),
         "keep": plan.describe(),
         "dtype": str(dtype),
-        "versions": f"difsim {difsim_version()}, jax {jax.__version__}, "
-        f"diffrax {diffrax.__version__}",
+        "versions": versions_text(),
     }
 
 
@@ -236,6 +236,7 @@ def sweep_attrs(
         difsim_output="sweep",  # what the file is: see difsim._io's ownership check
         model=cls.__name__,
         model_module=cls.__module__,
+        model_code=code_text(cls),
         solver=type(solvers.make_solver(solver.solver)).__name__,
         parameters=" ".join(cls.parameter_names()),
     )

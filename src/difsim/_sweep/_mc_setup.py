@@ -24,6 +24,7 @@ from difsim._sweep._layout import (
 )
 from difsim._sweep._observables import _var_dims as var_dims
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
+from difsim._sweep._provenance import environment, environment_attrs
 from difsim._sweep._samples import PathSweep
 from difsim._sweep._setup import choose_engine, resolve_solver
 from difsim._sweep._statistics import BINS, BLOCK, MOMENTS, PILOT, StatsPlan, plan_statistics
@@ -84,9 +85,11 @@ def statistics_setup(model: Model, spec: PathSweep, options: SweepOptions) -> MC
     padded = -(-spec.samples // block) * block
     method = f"blocks of {block} paths; quantiles: {BINS} bins over a {PILOT}-path pilot range"
     # The engine is part of the result's identity (the two round differently).
+    env = environment(options.devices)  # where it runs: part of the identity too
     described = {**settings(model, spec, times, solver, plan, dtype), "engine": engine,
-                 "statistics": method}  # fmt: skip
+                 "statistics": method, **env}  # fmt: skip
     attrs = sweep_attrs(model, spec, times, solver, plan, dtype, options.attrs)
+    attrs.update(environment_attrs(env))
     attrs.update(engine=engine, samples=spec.samples, seed=spec.seed,
                  statistics_method=method)  # fmt: skip
     if fallback:

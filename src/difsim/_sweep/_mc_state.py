@@ -17,6 +17,7 @@ import xarray as xr
 
 from difsim._io import OutputError, atomic_write, atomic_write_stream, check_target, output_lock
 from difsim._sweep._layout import counts_from_file
+from difsim._sweep._owner import different_result, file_info
 from difsim._sweep._statistics import BINS, Accumulator
 from difsim._sweep._store import SweepOutputError
 
@@ -154,13 +155,9 @@ def open_output(output: Path | None, setup, options):
     except OutputError as e:
         raise SweepOutputError(str(e)) from e
     with output_lock(output):
-        found = _file_hash(output) if output.exists() else None
+        found, before = file_info(output) if output.exists() else (None, None)
         if output.exists() and found != setup.sweep_hash and not options.overwrite:
-            raise SweepOutputError(
-                f"{output} exists and holds the result of a different sweep; refusing to "
-                "replace it. Choose a new output path, or pass overwrite=True (difsim run "
-                "--overwrite) to replace it"
-            )
+            raise SweepOutputError(different_result(output, setup.settings, before))
         yield HeldOutput(output, setup)
 
 

@@ -46,6 +46,7 @@ from difsim._sweep._layout import (
 from difsim._sweep._memo import LRU, Unkeyable, freeze
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
+from difsim._sweep._provenance import environment, environment_attrs
 from difsim._sweep._resources import check_sweep_resources, result_bytes
 from difsim._sweep._samples import sde_solver_choice
 from difsim._sweep._spec import AbstractSweep
@@ -168,13 +169,16 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
                           part.point_bytes)  # fmt: skip
     if part.fallback:
         logger.info("sweep: the diffrax engine runs this sweep (%s)", part.fallback)
+    # Where it runs is part of the result's identity (`_provenance`): asked every time.
+    env = environment(options.devices)
     try:  # with the coordinates compared below: what `spec.fingerprint` hashes, and more
         signature = (type(spec), spec.keys, spec.dims, spec.shape, spec.signature(),
-                     freeze(options.attrs) if options.attrs else ())  # fmt: skip
+                     freeze(options.attrs) if options.attrs else (), env["xla"],
+                     env["devices"])  # fmt: skip
     except Unkeyable:
         signature = None
     if signature is None or spec.size > CACHED_POINTS:
-        return _setup(part, model, spec, options)
+        return _setup(part, model, spec, options, env)
     # The points as bytes (1-D float64 each): a copy (the spec's values may be the
     # caller's array, which they may write into), compared with `memcmp` (bitwise: -0.0 is
     # not 0.0), not NumPy's `==` and `all`, whose machinery costs ~0.1 ms on the cold
@@ -187,7 +191,7 @@ def prepare(model: Model, spec: AbstractSweep, options: SweepOptions) -> SweepSe
         if seen == signature and values == points:
             part.setups.append(part.setups.pop(i))  # the most recent last
             return setup
-    setup = _setup(part, model, spec, options)
+    setup = _setup(part, model, spec, options, env)
     part.setups.append((signature, points, setup))
     del part.setups[:-_SETUPS_PER_PART]
     return setup
@@ -248,12 +252,15 @@ def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _Mo
     )  # fmt: skip
 
 
-def _setup(part: _ModelPart, model: Model, spec: AbstractSweep, options) -> SweepSetup:
-    """The [`SweepSetup`][] of `part` over `spec`'s points: their hash, coordinates and
-    attributes (the rest of the layout depends on the keys only: the part's)."""
-    described = {**part.described, "sweep": points_setting(spec, part.dtype)}
+def _setup(
+    part: _ModelPart, model: Model, spec: AbstractSweep, options, env: dict[str, str]
+) -> SweepSetup:
+    """The [`SweepSetup`][] of `part` over `spec`'s points, run where `env` says
+    ([`environment`][]): their hash, coordinates and attributes (the rest of the layout
+    depends on the keys only: the part's)."""
+    described = {**part.described, "sweep": points_setting(spec, part.dtype), **env}
     # In place of the first spec's values (the keys, so the attributes present, are the same).
-    attrs = {**part.layout.attrs, **spec_attrs(spec), **options.attrs}
+    attrs = {**part.layout.attrs, **spec_attrs(spec), **options.attrs, **environment_attrs(env)}
     attrs = {k: v for k, v in attrs.items() if attr_value(v) is not None}
     attrs["engine"] = part.engine
     if part.fallback:

@@ -38,7 +38,7 @@ from difsim._sweep._events import cut_arrays, cut_layout, most_events
 from difsim._sweep._layout import OutputLayout, count_attrs, settings_hash, status_counts
 from difsim._sweep._location import StoreLocation
 from difsim._sweep._netcdf import write_netcdf
-from difsim._sweep._owner import differences, file_info, legacy_warning, mismatch
+from difsim._sweep._owner import different_result, file_info, legacy_warning, mismatch
 
 logger = logging.getLogger("difsim")
 
@@ -126,13 +126,7 @@ class ChunkStore:
         if self.output.exists() and not overwrite:
             found, before = file_info(self.output)
             if found != self.result_hash:
-                what = "holds the result of a different sweep" + (
-                    f" (what differs: {differences(self.settings, before)})" if before else ""
-                )
-                raise SweepOutputError(
-                    f"{self.output} exists and {what}; refusing to replace it. Choose a new "
-                    "output path, or pass overwrite=True (difsim run --overwrite) to replace it"
-                )
+                raise SweepOutputError(different_result(self.output, self.settings, before))
         legacy_warning(self.output)
         if not self._keep_existing(resume=resume, overwrite=overwrite):
             identity = dict(
