@@ -2,7 +2,6 @@
 only to users of an explicit one, says when most steps were rejected, and reports the
 accepted and rejected step counts."""
 
-import equinox as eqx
 import pytest
 
 import difsim as ds
@@ -35,7 +34,7 @@ def test_explicit_solver_is_pointed_at_implicit_ones_with_step_counts():
 
 def test_implicit_solver_with_rejected_steps_is_told_about_its_root_finds():
     # A first step of 100 on a decay of rate 1e4: Kvaerno5 rejects it and its next tries.
-    with pytest.raises(eqx.EquinoxRuntimeError) as info:
+    with pytest.raises(ds.SolveError) as info:
         ds.simulate(ExponentialDecay(k=1e4), **STIFF, solver="kvaerno5", dt0=100.0, max_steps=3)
     text = str(info.value)
     assert "failed [MAX_STEPS]" in text and "Most steps were rejected" in text
@@ -51,6 +50,6 @@ def test_rosenbrock_solver_is_not_pointed_at_kvaerno5():
     accepted, rejected = int(sol.num_accepted_steps), int(sol.num_rejected_steps)
     text = sol.message()
     assert "kvaerno5" not in text and f"({accepted} steps accepted, {rejected} rejected)" in text
-    with pytest.raises(eqx.EquinoxRuntimeError) as info:
+    with pytest.raises(ds.SolveError) as info:
         ds.simulate(ExponentialDecay(k=1e4), **STIFF, solver="rodas5p", dt0=100.0, max_steps=3)
     assert "such as 'kvaerno5'" not in str(info.value)

@@ -42,6 +42,7 @@ DIFSIM = {
     "RandomSweep": "class",
     "ResourceError": "class",
     "SimulatedMoments": "class",
+    "SolveError": "class",
     "Solution": "class",
     "State": "class",
     "Status": "class",

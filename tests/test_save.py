@@ -136,3 +136,18 @@ def test_simulate_takes_a_spec_in_place_of_the_loose_arguments():
 def test_simulate_refuses_a_spec_with_loose_arguments():
     with pytest.raises(ValueError, match=r"t is a SaveSpec, .*: leave out save"):
         ds.simulate(Decay(), SaveSpec(t0=0.0, t1=1.0), save=5)
+
+
+@pytest.mark.parametrize("dt0", [-0.1, 0.0, float("nan"), float("inf")])
+def test_a_step_that_is_not_positive_is_named_before_the_solve(dt0):
+    # A negative dt0 from Python reached diffrax, whose check raised ~30 lines from inside
+    # the compiled solve ("Must have (t1 - t0) * dt0 >= 0, ... JitTracer ...").
+    model = ds.models.Lorenz()
+    with pytest.raises(ValueError, match=r"^dt0 must be a finite step > 0 .*got "):
+        ds.simulate(model, t0=0.0, t1=1.0, dt0=dt0, save="final")
+    with pytest.raises(ValueError, match=r"^dt0 must be a finite step > 0"):
+        ds.simulate(ds.models.OrnsteinUhlenbeck(), t0=0.0, t1=1.0, dt0=dt0, key=jax.random.key(0))
+    with pytest.raises(ValueError, match=r"^dt0 must be a finite step > 0"):
+        ds.sweep(model, ds.GridSweep({"rho": [1.0, 2.0]}), t0=0.0, t1=1.0, dt0=dt0)
+    with pytest.raises(ValueError, match=r"^dt0 must be one number"):
+        ds.simulate(model, t0=0.0, t1=1.0, dt0=[0.1], save="final")

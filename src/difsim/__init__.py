@@ -75,7 +75,7 @@ from difsim._pde import (
 )
 from difsim._plot import animate as animate, plot as plot, plot_snapshots as plot_snapshots
 from difsim._resources import ResourceError as ResourceError
-from difsim._status import Status as Status
+from difsim._status import SolveError as SolveError, Status as Status
 from difsim._sweep import (
     GridSweep as GridSweep,
     LogUniform as LogUniform,

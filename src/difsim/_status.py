@@ -309,3 +309,27 @@ def flag_attrs(dtype: np.dtype | type = np.int32) -> dict[str, object]:
         long_name="solver status (0 = success)",
     )
 
+
+class SolveError(RuntimeError):
+    """A solve that failed, raised by `simulate(..., throw=True)` (the default).
+
+    **Attributes:**
+
+    - `status`: the [`Status`][] of the failed solve (`Status.MAX_STEPS`, …).
+    - `solution`: the `Solution` as `throw=False` returns it (values past the failure NaN;
+      step counts, `t_end` and `y_end` where events record them), for a look at where the
+      solve stopped; `None` where it is not kept.
+
+    Raised only where difsim can read the status on the host: from a call outside
+    `jax.jit` (also under an eager `jax.grad`). Inside `jax.jit` or `jax.vmap` compiled
+    code cannot raise a Python exception of its own: there the same message comes as
+    equinox's `EquinoxRuntimeError`; use `throw=False` and read `Solution.status` instead.
+    """
+
+    def __init__(self, message: str, *, status: Status, solution=None):
+        super().__init__(message)
+        self.status = status
+        self.solution = solution
+
+
+SolveError.__module__ = "difsim"  # its public name, in tracebacks

@@ -133,6 +133,25 @@ def check_saved_memory(times: SaveSpec, layout: Any, model_name: str) -> None:
     )
 
 
+def check_dt0(dt0: RealScalarLike | None) -> RealScalarLike | None:
+    """`dt0`, checked: time runs forward (`t1 > t0`), so a step is a finite number > 0.
+    A traced `dt0` (under `jit`/`vmap`) is left to the solver.
+
+    **Raises:** `ValueError` naming `dt0` and its value (diffrax's own check would raise
+    some 30 lines from inside the compiled solve)."""
+    c = None if dt0 is None else concrete(dt0)
+    if c is None:
+        return dt0
+    if c.ndim != 0 or c.dtype.kind not in "biuf":
+        raise ValueError(f"dt0 must be one number (a step in the model's time units), got {dt0!r}")
+    if not (np.isfinite(c) and c > 0):
+        raise ValueError(
+            f"dt0 must be a finite step > 0 (time runs from t0 to t1 > t0), got {float(c)}; "
+            "leave it out to let an adaptive solver choose it"
+        )
+    return dt0
+
+
 def concrete(x: Any) -> np.ndarray | None:
     """`x` as a NumPy array, or `None` when it is traced (inside `jit`/`vmap`)."""
     try:

@@ -24,7 +24,7 @@ from difsim._core._hybrid import solve_hybrid
 from difsim._core._model import Model
 from difsim._core._nonfinite import guard_nonfinite
 from difsim._core._progress_meter import solve_meter
-from difsim._core._save import SaveSpec, check_saved_memory
+from difsim._core._save import SaveSpec, check_dt0, check_saved_memory
 from difsim._core._sde import check_key, sde_settings
 from difsim._core._sde_steps import check_sde_plan, restarts
 from difsim._core._solution import Solution
@@ -32,9 +32,10 @@ from difsim._core._solver_settings import SolverSettings, solver_settings
 from difsim._core._stability import check_explicit_step
 from difsim._core._state import State, is_finite_concrete
 from difsim._core._terms import check_stiff_term, model_terms, solve_controller
+from difsim._core._throw import raise_if_failed
 from difsim._core._vector_field import Layout, VectorField, check_rhs, check_spectrum
 from difsim._pde import constrain
-from difsim._status import Status, max_steps_message, status_from_result
+from difsim._status import SolveError, Status, status_from_result
 
 
 def simulate(
@@ -111,9 +112,12 @@ def simulate(
       `events`. Events that happened are in `Solution.events`.
     - `max_events`: most events in one solve (default: the model's `max_events`, 100);
       one more ends the solve with `Status.EVENT_LIMIT` (a chattering model cannot hang).
-    - `throw`: if `True` (default) a failed solve raises an error with a hint; if `False` the
-      failure is reported in `Solution.status` and the failed values are NaN (what sweeps use).
-      A right-hand side that turns NaN/inf ends an adaptive solve there, `Status.NONFINITE`.
+    - `throw`: if `True` (default) a failed solve raises [`SolveError`][difsim.SolveError]
+      (its `status` and `solution` attributes say how and where it failed; inside
+      `jax.jit`/`jax.vmap`, equinox's `EquinoxRuntimeError` with the same message); if
+      `False` the failure is reported in `Solution.status` and the failed values are NaN
+      (what sweeps use). A right-hand side that turns NaN/inf ends an adaptive solve there,
+      `Status.NONFINITE`.
     - `progress`: report progress in model time while solving (`t = 412.5 of 2000 s`): a
       bar on a terminal, log lines elsewhere (docs: "Progress and logging"). It costs a
       host callback every few steps (about 1 %), and keeps the program out of JAX's
@@ -130,8 +134,8 @@ def simulate(
     key = check_key(model, key, brownian)
     dense = isinstance(save, str) and save == "dense"
     times = _save_spec(t, t0=t0, t1=t1, save="final" if dense else save)
-    given = dict(controller=controller, dt0=dt0, rtol=rtol, atol=atol, max_steps=max_steps,
-                 root_tol=root_tol)  # fmt: skip
+    given = dict(controller=controller, dt0=check_dt0(dt0), rtol=rtol, atol=atol,
+                 max_steps=max_steps, root_tol=root_tol)  # fmt: skip
     state0 = model.initial_state()
     adjoint_obj = solvers.make_adjoint(adjoint)
     if key is None:
@@ -164,6 +168,8 @@ def simulate(
     try:
         return _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout,
                           progress, throw, sharding, scan_plan, key)  # fmt: skip
+    except SolveError as error:  # raised here: the user's call and this line, no internals
+        raise error.with_traceback(None) from None
     except TypeError as error:
         explained = forward_mode_error(adjoint_obj, error)
         if explained is None:
@@ -177,14 +183,19 @@ def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout
     dt0 = None if settings.dt0 is None else jnp.asarray(settings.dt0, dtype)
     terms = model_terms(model, layout, settings, key, t0, t1, dt0)
     ts = None if ts is None else jnp.asarray(ts, dtype)
-    return _solve(
+    sol = _solve(
         model, ts, t0, t1, dt0, terms=terms, solver=settings.solver,
-        controller=solve_controller(settings, key, ts, times.final_only, t0, restarts(dfx_event)),
+        controller=solve_controller(settings, key, ts, times.final_only, t0, restarts(dfx_event),
+                                    t1=t1),
         adjoint=adjoint_obj, event=dfx_event,
         meter=solve_meter(model, times, layout) if progress else dfx.NoProgressMeter(),
-        layout=layout, final_only=times.final_only, max_steps=settings.max_steps, throw=throw,
+        layout=layout, final_only=times.final_only, max_steps=settings.max_steps,
         sharding=sharding, scan_plan=scan_plan,
     )  # fmt: skip
+    if not throw:
+        return sol
+    stiff = is_stiff_solver(settings.solver)
+    return raise_if_failed(sol, type(model).__name__, stiff=stiff, sharded=sharding is not None)
 
 
 def _save_spec(t, **loose) -> SaveSpec:
@@ -253,7 +264,6 @@ def _solve(
     layout,
     final_only,
     max_steps,
-    throw,
     sharding,
     scan_plan,
 ):
@@ -290,12 +300,6 @@ def _solve(
         y_end = {k: v[0] for k, v in layout.unpack(sol.ys[1], axis=1).items()}
         extras = (sol.record if event.events else None, sol.dense)
     out_ts, ys, t_end, y_end, extras = forward_only(adjoint, (out_ts, ys, t_end, y_end, extras))
-    if throw:
-        mostly_rejected = sol.stats["num_rejected_steps"] > sol.stats["num_accepted_steps"]
-        out_ts, ys, status, t_end, y_end, extras = _raise_if_failed(
-            type(model).__name__, out_ts, ys, status, (t_end, y_end, extras),
-            sharded=sharding is not None, hint=(is_stiff_solver(solver), mostly_rejected),
-        )  # fmt: skip
     return Solution(
         ts=out_ts,
         ys=constrain(ys, sharding, field_ndim),
@@ -365,35 +369,6 @@ def _blank_unreached(saved_ts, saved_ys, status, layout: Layout, final_only: boo
         )
     status = jnp.where((status == Status.SUCCESS) & nonfinite, int(Status.NONFINITE), status)
     return ys, status
-
-
-def _raise_if_failed(name: str, out_ts, ys, status, ends, *, sharded: bool, hint):
-    """The outputs, guarded by a runtime error (with the status's message) if the solve
-    failed: `eqx.branched_error_if` on every output, so no read of them skips the check.
-    `ends`: `(t_end, y_end, extras)`, where the solve stopped and what events add.
-    `hint`: `(implicit, mostly_rejected)` (a static and a traced bool), for `MAX_STEPS`."""
-    failed = ~((status == Status.SUCCESS) | (status == Status.EVENT))
-    messages = [f"simulate({name}) failed [{s.name}]: {s.message}" for s in Status]
-    # MAX_STEPS's message depends on the solver and its rejections: two more entries.
-    implicit, mostly_rejected = hint
-    for rejected in (False, True):
-        text = max_steps_message(implicit, rejected)
-        messages.append(f"simulate({name}) failed [{Status.MAX_STEPS.name}]: {text}")
-    max_steps = status == Status.MAX_STEPS
-    status_index = jnp.where(max_steps, len(Status) + mostly_rejected.astype(status.dtype), status)
-    # Guard every output: under an outer jit, a check attached to `ts` alone is dead
-    # code (and silently dropped) whenever the caller only reads `ys`.
-    t_end, y_end, extras = ends
-    if not sharded:
-        return eqx.branched_error_if(
-            (out_ts, ys, status, t_end, y_end, extras), failed, status_index, messages
-        )
-    # The check's host callback would gather sharded fields onto one device: guard the
-    # small outputs only (read `status` or `ts` to be sure it runs under jit).
-    out_ts, status, t_end = eqx.branched_error_if(
-        (out_ts, status, t_end), failed, status_index, messages
-    )
-    return out_ts, ys, status, t_end, y_end, extras
 
 
 def _expand(mask, value):

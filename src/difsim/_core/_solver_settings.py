@@ -18,6 +18,7 @@ import optimistix as optx
 from difsim import solvers
 from difsim._core._custom_types import RealScalarLike
 from difsim._core._model import Model
+from difsim._core._save import check_dt0
 from difsim._core._solver_defaults import (
     atol_origin,
     check_atol_scale,
@@ -111,6 +112,7 @@ def solver_settings(
         type(model), **given, max_steps=max_steps, root_tol=root_tol
     )
     name, rtol, atol, dt0 = (requested[k] for k in ("solver", "rtol", "atol", "dt0"))
+    dt0 = check_dt0(dt0)  # the model's solver_defaults too
     given_atol, atol = atol, _atol_for_state(atol, model)
     solver_obj = solvers.make_solver(name, root_tol=requested["root_tol"])
     named = isinstance(name, str)
