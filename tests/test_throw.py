@@ -74,3 +74,29 @@ def test_derivatives_through_the_check_are_unchanged():
         assert abs(float(derivative(28.0)) - float(fd)) < 1e-6 * abs(float(fd))
     forward = jax.jit(jax.jacfwd(lambda r: x1(r, "forward")))(28.0)
     assert abs(float(forward) - float(fd)) < 1e-6 * abs(float(fd))
+
+
+class _NoRoot(ds.Model):
+    """x' = c + x^2: no equilibrium for c > 0, Newton's method wanders."""
+
+    c: float = 1.0
+    state = ds.State(x=0.5)
+
+    def rhs(self, t, s):
+        return dict(x=self.c + s.x**2)
+
+
+def test_steady_state_failures_alike():
+    with pytest.raises(ds.SolveError) as info:
+        ds.steady_state(_NoRoot(), max_steps=20)
+    assert info.value.status == ds.Status.NEWTON_MAX_STEPS
+    assert str(info.value).startswith("steady_state(_NoRoot) failed [NEWTON_MAX_STEPS]")
+
+    def root(c):
+        return ds.steady_state(_NoRoot(c=c), max_steps=20).x
+
+    with pytest.raises(Exception, match=r"steady_state\(_NoRoot\) failed"):
+        jax.jit(jax.grad(root))(1.0)
+    # With roots (c = -4: Newton from 0.5 finds x* = sqrt(-c) = 2), the gradient through
+    # the check is the implicit one, d/dc sqrt(-c) = -1 / (2 sqrt(-c)).
+    assert float(jax.jit(jax.grad(root))(-4.0)) == pytest.approx(-0.25, rel=1e-10)

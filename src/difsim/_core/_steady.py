@@ -10,7 +10,6 @@ no backpropagation through the Newton iterations.
 from collections.abc import Mapping
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optimistix as optx
@@ -19,8 +18,15 @@ from jaxtyping import Array, Int
 from difsim._core._custom_types import RealScalarLike
 from difsim._core._model import Model
 from difsim._core._state import State
+from difsim._core._throw import checked_outputs, concrete_status
 from difsim._core._vector_field import Layout, VectorField, check_rhs
-from difsim._status import Status, library_message, optimistix_status, status_from_optimistix
+from difsim._status import (
+    SolveError,
+    Status,
+    library_message,
+    optimistix_status,
+    status_from_optimistix,
+)
 
 
 def steady_state(
@@ -65,8 +71,15 @@ def steady_state(
             s = optimistix_status(index)
             quote = library_message(optx.RESULTS, index)
             messages.append(f"steady_state({name}) failed [{s.name}]: {s.message} ({quote})")
-        values = eqx.branched_error_if(state.values, status != Status.SUCCESS, result, messages)
-        state = State.from_info(state.info, values)
+        failed = status != Status.SUCCESS
+        code = concrete_status(status)
+        if code is not None and not code.ok:  # eager: difsim's own error, and its status
+            raise SolveError(messages[int(result)], status=code).with_traceback(None) from None
+        if code is None:
+            status, values = checked_outputs(
+                (status, state.values), failed, result, messages=tuple(messages)
+            )
+            state = State.from_info(state.info, values)
     return state
 
 

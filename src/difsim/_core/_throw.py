@@ -13,6 +13,16 @@ from difsim._core._solution import Solution
 from difsim._status import SolveError, Status, max_steps_message
 
 
+def concrete_status(status) -> Status | None:
+    """`status` as a [`Status`][] when it can be read on the host (an eager call, one
+    solve), else `None` (traced, or a batch)."""
+    try:
+        value = np.asarray(status)
+    except Exception:  # traced: only compiled code can see it
+        return None
+    return Status(int(value)) if value.ndim == 0 else None
+
+
 def raise_if_failed(sol: Solution, name: str, *, stiff: bool, sharded: bool) -> Solution:
     """`sol`, after raising if its solve failed.
 
@@ -22,13 +32,9 @@ def raise_if_failed(sol: Solution, name: str, *, stiff: bool, sharded: bool) -> 
     **Raises:** [`SolveError`][difsim.SolveError] when `sol.status` is concrete (an eager
     call) and not a success; under a trace, the outputs are guarded instead.
     """
-    try:
-        status = np.asarray(sol.status)
-    except Exception:  # traced: only compiled code can see the status
+    code = concrete_status(sol.status)
+    if code is None:
         return _guarded(sol, name, stiff=stiff, sharded=sharded)
-    if status.ndim != 0:  # a batch of eager solves (never from simulate itself)
-        return _guarded(sol, name, stiff=stiff, sharded=sharded)
-    code = Status(int(status))
     if code.ok:
         return sol
     accepted, rejected = int(sol.num_accepted_steps), int(sol.num_rejected_steps)
@@ -59,13 +65,13 @@ def _guarded(sol: Solution, name: str, *, stiff: bool, sharded: bool) -> Solutio
     index = jnp.where((status == Status.MAX_STEPS) & mostly_rejected, len(Status), status)
     extras = (sol.t_end, sol.y_end, sol.events, sol.dense)
     if not sharded:
-        status, ts, ys, extras = _checked(
+        status, ts, ys, extras = checked_outputs(
             (status, sol.ts, sol.ys, extras), failed, index, messages=tuple(messages)
         )
     else:
         # The check's host callback would gather sharded fields onto one device: guard the
         # small outputs only (read `status` or `ts` to be sure it runs under jit).
-        status, ts, t_end = _checked(
+        status, ts, t_end = checked_outputs(
             (status, sol.ts, sol.t_end), failed, index, messages=tuple(messages)
         )
         ys, extras = sol.ys, (t_end, *extras[1:])
@@ -76,18 +82,19 @@ def _guarded(sol: Solution, name: str, *, stiff: bool, sharded: bool) -> Solutio
 
 
 @eqx.filter_custom_jvp
-def _checked(outputs, failed, index, *, messages):
-    """`outputs` (status first), raising `messages[index]` when `failed`."""
+def checked_outputs(outputs, failed, index, *, messages: tuple[str, ...]):
+    """`outputs`, a tuple whose first entry is the integer status, guarded by an equinox
+    runtime error `messages[index]` when `failed` (traced values: under `jit`/`vmap`)."""
     return eqx.branched_error_if(outputs, failed, index, list(messages))
 
 
-@_checked.def_jvp
-def _checked_jvp(primals, tangents, *, messages):
+@checked_outputs.def_jvp
+def _checked_outputs_jvp(primals, tangents, *, messages):
     # equinox passes tangents through its check untouched: under `jax.jit(jax.grad(...))`
     # the checked primal outputs are then dead code, the check is dropped, and a failed
     # solve gives a finite gradient with no error. Here the tangents depend on the checked
     # status (times 1), so the check runs wherever a derivative is used.
     outputs, failed, index = primals
-    out = _checked(outputs, failed, index, messages=messages)
+    out = checked_outputs(outputs, failed, index, messages=messages)
     live = out[0] >= 0  # always true: statuses are >= 0
     return out, jax.tree.map(lambda t: t * live.astype(t.dtype), tangents[0])
