@@ -148,3 +148,35 @@ def test_seed_beyond_64_bits_is_a_clear_error():
         load_config(LORENZ, overrides=overrides)
     with pytest.raises(ValueError, match="seed must be an integer from 0 to 2\\*\\*63 - 1"):
         ds.RandomSweep({"rho": ds.Uniform(0, 1)}, samples=10, seed=2**63)
+
+
+def test_a_monte_carlo_sweep_of_more_paths_than_its_keys_index_is_refused(tmp_path):
+    # Issue 27: 2e12 paths of an SDE started (an ETA of 7,578 h) and would have failed at
+    # path 2**32, whose key index no longer fits fold_in's 32 bits.
+    import time
+
+    from difsim._sweep import MAX_PATHS, check_paths
+
+    ou = ds.models.MODELS["ornstein_uhlenbeck"]()
+    start = time.perf_counter()
+    with pytest.raises(ds.ResourceError) as info:
+        ds.sweep(ou, samples=2_000_000_000_000, t0=0.0, t1=1.0, keep=["x.mean"])
+    assert time.perf_counter() - start < 1.0  # before anything is compiled
+    error = info.value
+    assert (error.key, error.needed, error.limit) == ("samples", 2 * 10**12, 2**32)
+    assert str(error).startswith("samples: a Monte Carlo sweep of 2,000,000,000,000 paths")
+    assert "4,294,967,296 (2**32" in str(error)
+    # The bound counts the paths of every point; the last index that fits is 2**32 - 1.
+    assert MAX_PATHS == 2**32
+    check_paths(2**31, 2)
+    with pytest.raises(ds.ResourceError, match=r"\(2 points x 2,147,483,649 samples\)"):
+        ds.sweep(ou, ds.GridSweep({"theta": [1.0, 2.0]}), samples=2**31 + 1, t0=0.0, t1=1.0,
+                 keep="final")  # fmt: skip
+    config = {
+        "model": {"name": "ornstein_uhlenbeck"},
+        "time": {"t0": 0.0, "t1": 1.0, "save": "final"},
+        "sweep": {"samples": 2_000_000_000_000, "keep": ["x.mean"]},
+    }
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert info.value.key == "sweep.samples" and "2,000,000,000,000 paths" in str(info.value)

@@ -41,7 +41,8 @@ class ResourceError(ValueError):
     work. `str(error)` names the setting, the estimate and the limit.
 
     **Attributes:** `key` (the setting to change: `"save"`, `"grid.shape"`,
-    `"sweep.samples"`, ...), `needed` and `limit` (bytes)."""
+    `"sweep.samples"`, ...), `needed` and `limit` (bytes; for the Monte Carlo paths of a
+    sweep, key `"samples"`, counts of paths)."""
 
     def __init__(self, message: str, key: str | None = None, needed: int = 0, limit: int = 0):
         self.key, self.needed, self.limit = key, needed, limit

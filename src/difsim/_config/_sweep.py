@@ -24,6 +24,7 @@ from difsim._sweep import (
     Uniform,
     ZipSweep,
     check_keys,
+    check_paths,
     is_statistics,
     parse_bytes,
     plan_keep,
@@ -152,6 +153,9 @@ def parse_sweep(values: dict[str, Any], parsed: dict[str, Any]) -> SweepSpec:
     else:
         _check_keep(keep, cls, parsed["time"])
     budget = values["memory_budget"]
+    spec = _build(kind, built, values["samples"], seed, dim) if built else None
+    if monte_carlo:
+        _check_paths(values["samples"], 1 if spec is None else spec.size)
     return SweepSpec(
         kind=kind,
         entries=entries,
@@ -163,7 +167,7 @@ def parse_sweep(values: dict[str, Any], parsed: dict[str, Any]) -> SweepSpec:
         dim=dim,
         engine=values["engine"],
         max_events=_max_events(values["max_events"], cls, monte_carlo and is_statistics(keep)),
-        spec=_build(kind, built, values["samples"], seed, dim) if built else None,
+        spec=spec,
         budget=None if budget is None else _budget_bytes(budget),
         monte_carlo=monte_carlo,
     )
@@ -200,6 +204,14 @@ def _monte_carlo_checks(values: dict[str, Any], kind: str, cls: type[Model]) -> 
             "fold_in(key(seed), p * samples + i))",
             "sweep.samples",
         )
+
+
+def _check_paths(samples: int, points: int) -> None:
+    """The Monte Carlo paths' count against what their keys can tell apart."""
+    try:
+        check_paths(samples, points)
+    except ValueError as e:
+        raise ConfigError(str(e).removeprefix("samples: "), "sweep.samples") from None
 
 
 def _check_statistics(keep: list[str], cls: type[Model]) -> None:

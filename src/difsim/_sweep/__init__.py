@@ -36,7 +36,9 @@ from difsim._sweep._options import (
     parse_bytes as parse_bytes,
 )
 from difsim._sweep._samples import (
+    MAX_PATHS as MAX_PATHS,
     PATH_DIM as PATH_DIM,
+    check_paths as check_paths,
 )
 from difsim._sweep._spec import (
     AbstractSweep as AbstractSweep,

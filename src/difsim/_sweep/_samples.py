@@ -24,6 +24,7 @@ from difsim._core import (
     check_seed,
     sde_solver_settings,
 )
+from difsim._resources import ResourceError
 from difsim._sweep._options import SolverChoice, SweepOptions
 from difsim._sweep._spec import AbstractSweep
 
@@ -31,7 +32,7 @@ PATH_DIM = "path"
 # The entry of a point that carries its path's key data (popped before the point is put
 # into the model): a name no parameter can have.
 KEY_ENTRY = "__key__"
-MAX_PATHS = 2**32  # fold_in takes a 32-bit index
+MAX_PATHS = 2**32  # fold_in takes a 32-bit index: the most paths one sweep can tell apart
 
 
 def check_samples(samples: Any, seed: Any) -> tuple[int, int]:
@@ -42,6 +43,30 @@ def check_samples(samples: Any, seed: Any) -> tuple[int, int]:
     if isinstance(samples, bool) or not isinstance(samples, int | np.integer) or samples < 1:
         raise ValueError(f"samples must be a positive number of paths, got {samples!r}")
     return int(samples), check_seed(seed)
+
+
+def check_paths(samples: int, points: int) -> None:
+    """Refuse, before any work, a Monte Carlo sweep of more paths than their keys can tell
+    apart: path `g` has the key `fold_in(key(seed), g)`, whose `g` is a 32-bit integer, so
+    a sweep holds at most `MAX_PATHS` (2**32) paths over all its points. (Memory is not the
+    bound of a sweep that keeps statistics: they stream, chunk by chunk.)
+
+    **Raises:** `ResourceError` (a `ValueError`) under `samples`, with the count and the
+    limit.
+    """
+    total = samples * points
+    if total <= MAX_PATHS:
+        return
+    where = "" if points == 1 else f" ({points:,} points x {samples:,} samples)"
+    raise ResourceError(
+        f"samples: a Monte Carlo sweep of {total:,} paths{where} is more than one sweep can "
+        f"tell apart, {MAX_PATHS:,} (2**32: path g's key is fold_in(key(seed), g), with a "
+        "32-bit g); use fewer samples, or run the paths as several sweeps with different "
+        "seeds",
+        "samples",
+        total,
+        MAX_PATHS,
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -82,6 +107,7 @@ class PathSweep(AbstractSweep):
     def __init__(self, base: AbstractSweep | None, samples: int, seed: int = 0):
         self.base = base
         self.samples, self.seed = check_samples(samples, seed)
+        check_paths(self.samples, 1 if base is None else base.size)  # before any work
         if base is not None and PATH_DIM in base.dims:
             raise ValueError(f"the parameter spec has a dimension {PATH_DIM!r}; rename it (dim=)")
 
