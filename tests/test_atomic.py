@@ -52,3 +52,31 @@ def test_data_reaches_the_disk_before_the_rename(tmp_path, monkeypatch):
     atomic_write_text(tmp_path / "x.txt", "data")
     # the file's fsync comes before the rename; the folder's after it
     assert order[:2] == ["fsync", "replace"] and order.count("fsync") >= 1
+
+
+def test_only_a_killed_writes_temporary_files_are_leftovers(tmp_path):
+    from difsim._io import output_lock
+    from difsim._io._atomic import leftover_temporaries
+
+    target = tmp_path / "x.nc"
+    ours = [temporary_path(target) for _ in range(2)]  # as a killed `atomic_write` leaves
+    for tmp in ours:
+        tmp.write_bytes(b"\x89HDF half-written")
+    others = [
+        tmp_path / ".x.1234abcd.tmp.png",  # another target's (x.png)
+        tmp_path / ".xx.1234abcd.tmp.nc",  # xx.nc's
+        tmp_path / ".x.1234ABCD.tmp.nc",  # not a name difsim makes
+        tmp_path / ".x.12345.tmp.nc",
+        tmp_path / "x.1234abcd.tmp.nc",
+    ]
+    for path in others:
+        path.write_text("not ours")
+    (tmp_path / ".x.0000beef.tmp.nc").symlink_to(others[0])  # a link: never followed
+    (tmp_path / ".x.0000cafe.tmp.nc").mkdir()  # a folder: not a file difsim wrote
+    assert leftover_temporaries(target) == sorted(ours)
+    with output_lock(target):  # taking the lock removes them
+        assert leftover_temporaries(target) == []
+    assert all(p.exists() for p in others) and not any(p.exists() for p in ours)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [p.name for p in others] + [".x.0000beef.tmp.nc", ".x.0000cafe.tmp.nc"]
+    )

@@ -143,6 +143,49 @@ def test_resume_after_kill_9(tmp_path, reference):
     assert path.read_bytes() == reference[0].read_bytes()
 
 
+def test_a_kill_during_the_final_assembly_leaves_no_temporary_file(tmp_path, reference):
+    # Issue 27: killed while the netCDF file was assembled, a sweep left its hidden
+    # temporary file (`.sweep.<hex>.tmp.nc`) beside the output, also after the resume.
+    path = tmp_path / "sweep.nc"
+    script = tmp_path / "worker.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import time, jax
+            jax.config.update("jax_enable_x64", True)
+            import numpy as np, difsim as ds
+            from difsim._sweep import _netcdf, run_sweep
+            slabs = _netcdf._slabs
+            def slow(*args):  # the assembly stops here, its temporary file open
+                time.sleep(120)
+                yield from slabs(*args)
+            _netcdf._slabs = slow
+            spec = ds.GridSweep({{"rho": np.linspace(0.0, 21.0, 19), "beta": [1.0, 8.0 / 3.0]}})
+            run_sweep(ds.models.Lorenz(), spec, output={str(path)!r}, **{KW!r})
+            """
+        )
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    try:
+        while not list(tmp_path.glob(".sweep.*.tmp.nc")):
+            assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+            assert time.monotonic() < deadline, "the sweep subprocess never assembled its file"
+            time.sleep(0.05)
+        time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    (leftover,) = tmp_path.glob(".sweep.*.tmp.nc")
+    assert not path.exists() and done_chunks(f"{path}.zarr") == [0, 1, 2, 3, 4]
+    dataset, report = _run(path)
+    assert report.reused == 5 and report.computed == ()
+    assert not leftover.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.nc", "worker.py"]
+    assert path.read_bytes() == reference[0].read_bytes()
+
+
 def test_a_changed_sweep_is_refused_then_overwritten(tmp_path):
     path = tmp_path / "sweep.nc"
     with pytest.raises(Stop):

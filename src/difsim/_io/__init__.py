@@ -7,6 +7,7 @@ from difsim._io._atomic import (
     atomic_write as atomic_write,
     atomic_write_stream as atomic_write_stream,
     atomic_write_text as atomic_write_text,
+    remove_leftovers as remove_leftovers,
 )
 from difsim._io._cf import (
     CONVENTIONS as CONVENTIONS,

@@ -11,18 +11,64 @@ file or the whole new one, never a torn one:
 3. it is renamed over the target (`os.replace`), and the folder is fsynced so the rename
    itself survives a crash;
 4. on any failure the temporary file is removed and the target is left as it was.
+
+A run killed between 1 and 3 (`kill -9`, a power cut) cannot remove its temporary file.
+The next run that locks the same output removes it ([`remove_leftovers`][], called by
+`output_lock`): while the lock is held no other run writes that output, and only files
+named as this module names the target's temporary files, regular files of this user, are
+touched.
 """
 
+import logging
 import os
+import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+logger = logging.getLogger("difsim")
+
 
 def temporary_path(path: Path) -> Path:
     """A fresh temporary name next to `path`, keeping its suffix."""
     return path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.tmp{path.suffix}")
+
+
+def leftover_temporaries(path: str | os.PathLike) -> list[Path]:
+    """The temporary files of `path` that [`atomic_write`][] left (killed mid-write): named
+    `.<stem>.<8 hex digits>.tmp<suffix>` beside it (as [`temporary_path`][] names them),
+    regular files (not links) owned by this user."""
+    path = Path(path)
+    name = re.compile(rf"\.{re.escape(path.stem)}\.[0-9a-f]{{8}}\.tmp{re.escape(path.suffix)}")
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    found = []
+    try:
+        with os.scandir(path.parent) as entries:
+            for entry in entries:
+                if not name.fullmatch(entry.name) or not entry.is_file(follow_symlinks=False):
+                    continue
+                if uid is None or entry.stat(follow_symlinks=False).st_uid == uid:
+                    found.append(Path(entry.path))
+    except OSError:  # no folder yet, or not readable: nothing of ours there
+        return []
+    return sorted(found)
+
+
+def remove_leftovers(path: str | os.PathLike) -> list[Path]:
+    """Remove [`leftover_temporaries`][] of `path`, logging each; returns them. Call only
+    while holding `path`'s lock (`output_lock`), so that no other run is writing them."""
+    removed = []
+    for tmp in leftover_temporaries(path):
+        try:
+            tmp.unlink()
+        except OSError as e:
+            logger.warning("could not remove %s, left by an interrupted write of %s (%s)",
+                           tmp, path, e.strerror or e)  # fmt: skip
+            continue
+        logger.info("removed %s, the temporary file of an interrupted write of %s", tmp, path)
+        removed.append(tmp)
+    return removed
 
 
 def _fsync_file(path: Path) -> None:

@@ -21,6 +21,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from difsim._io._atomic import remove_leftovers
 from difsim._io._ownership import OutputError
 
 logger = logging.getLogger("difsim")
@@ -41,7 +42,8 @@ def lock_path(output: str | os.PathLike) -> Path:
 @contextlib.contextmanager
 def output_lock(output: str | os.PathLike | None) -> Iterator[Path | None]:
     """Hold the lock of `output` (nothing for `None`) for the `with` block; the lock file is
-    removed on leaving it.
+    removed on leaving it. Once the lock is taken, temporary files of `output` that an
+    interrupted write left are removed (`_atomic.remove_leftovers`).
 
     **Raises:** [`OutputLockedError`][] if a live run holds it, [`OutputError`][] if the lock
     path is taken by something that is not a difsim lock file.
@@ -52,6 +54,8 @@ def output_lock(output: str | os.PathLike | None) -> Iterator[Path | None]:
     path = lock_path(output)
     fd = _acquire(path)
     try:
+        # Held: no other run writes `output`, so its temporary files are a killed write's.
+        remove_leftovers(output)
         yield path
     finally:
         with contextlib.suppress(OSError):

@@ -15,7 +15,14 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from difsim._io import OutputError, atomic_write, atomic_write_stream, check_target, output_lock
+from difsim._io import (
+    OutputError,
+    atomic_write,
+    atomic_write_stream,
+    check_target,
+    output_lock,
+    remove_leftovers,
+)
 from difsim._sweep._layout import counts_from_file
 from difsim._sweep._owner import different_result, file_info
 from difsim._sweep._statistics import BINS, Accumulator
@@ -155,6 +162,7 @@ def open_output(output: Path | None, setup, options):
     except OutputError as e:
         raise SweepOutputError(str(e)) from e
     with output_lock(output):
+        remove_leftovers(state_path(output))  # a killed save's, as the lock's of `output`
         found, before = file_info(output) if output.exists() else (None, None)
         if output.exists() and found != setup.sweep_hash and not options.overwrite:
             raise SweepOutputError(different_result(output, setup.settings, before))
