@@ -3,7 +3,8 @@
 Exit codes: 0 success; 1 the solve failed (partial output is still written); 2 invalid
 config or command line, an output path that cannot or may not be written or is in use by
 another run, or a run that needs more memory or disk than the machine has (message on
-stderr, no traceback; checked before any work); 130 interrupted.
+stderr, no traceback; checked before any work); 130 interrupted (Ctrl-C), 143 stopped
+by SIGTERM (a batch scheduler's stop: handled as Ctrl-C, see `_signals`).
 """
 
 import argparse
@@ -25,6 +26,7 @@ from difsim._app._console import (
 )
 from difsim._app._listing import print_models, print_solvers
 from difsim._app._run import RunResult, execute, final_state, status_message
+from difsim._app._signals import EXIT_CODE, Terminated, sigterm_as_interrupt
 from difsim._config import ConfigError, Experiment, load_config, parse_override
 from difsim._io import (
     OutputError,
@@ -34,7 +36,7 @@ from difsim._io import (
 )
 from difsim._resources import ResourceError
 from difsim._status import Status
-from difsim._sweep import SweepOutputError, maybe_initialize_from_env
+from difsim._sweep import SweepOutputError, maybe_initialize_from_env, stored_progress
 
 # No import here is deferred to speed up `difsim --help`: the console script imports the
 # `difsim` package first, whose `__init__` imports jax and everything else anyway.
@@ -113,8 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     args.startup = process_elapsed()  # seconds from process start to here (imports)
-    # Outputs record the command that made them (CF `history`).
-    with recording_command(shlex.join(["difsim", *argv])):
+    # Outputs record the command that made them (CF `history`); a scheduler's SIGTERM
+    # stops the run as Ctrl-C does (`_signals`).
+    with recording_command(shlex.join(["difsim", *argv])), sigterm_as_interrupt():
         return _main(parser, args)
 
 
@@ -122,6 +125,7 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    experiment = None
     try:
         if args.command == "models":
             return print_models()
@@ -145,9 +149,20 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         # ResourceError: more memory or disk than the machine has (checked before solving).
         _error(e)
         return 2
-    except KeyboardInterrupt:
-        print("difsim: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(_interrupted(e, experiment, args), file=sys.stderr)
+        return EXIT_CODE if isinstance(e, Terminated) else 130
+
+
+def _interrupted(error: KeyboardInterrupt, experiment: Experiment | None, args) -> str:
+    """The one line of an interrupted command: `difsim: interrupted (SIGTERM): 3 of 5
+    chunks stored; run the same command to resume` (what a sweep stored, when it did)."""
+    line = "difsim: interrupted" + (" (SIGTERM)" if isinstance(error, Terminated) else "")
+    if experiment is None or experiment.sweep is None or args.command != "run":
+        return line
+    output = experiment.output.paths(args.output)[0]
+    stored = "" if output is None else stored_progress(output, experiment.output.store)
+    return f"{line}: {stored}; run the same command to resume" if stored else line
 
 
 def _error(error: Exception) -> None:

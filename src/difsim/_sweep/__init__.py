@@ -19,6 +19,9 @@ from difsim._sweep._distributions import (
     Normal as Normal,
     Uniform as Uniform,
 )
+from difsim._sweep._interrupted import (
+    stored_progress as stored_progress,
+)
 from difsim._sweep._keys import (
     check_keys as check_keys,
     sweepable_keys as sweepable_keys,
