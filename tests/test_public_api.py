@@ -27,6 +27,7 @@ DIFSIM = {
     "EventRecord": "class",
     "Experiment": "class",
     "FitResult": "class",
+    "FitWarning": "class",
     "Grid": "class",
     "GridSweep": "class",
     "Identity": "class",

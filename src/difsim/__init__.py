@@ -37,6 +37,7 @@ from difsim._fit import (
     AbstractTransform as AbstractTransform,
     Bounded as Bounded,
     FitResult as FitResult,
+    FitWarning as FitWarning,
     Identity as Identity,
     KalmanLikelihood as KalmanLikelihood,
     MultipleShooting as MultipleShooting,

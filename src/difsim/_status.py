@@ -28,7 +28,7 @@ class Status(enum.IntEnum):
       `NONLINEAR_SOLVER`, `LINEAR_SOLVER`, `MAX_REJECTED`, `INTERNAL`, `EVENT_LIMIT`,
       `ZENO`, `EVENT_LOST`.
     - `fit` (`FitResult.status`): `CONVERGED`, `COMPLETED`, `FIT_MAX_STEPS`, `DIVERGED`,
-      `OPTIMIZER_FAILED`.
+      `OPTIMIZER_FAILED`, `FIT_STALLED`.
     - `steady_state`: `SUCCESS`, `NEWTON_MAX_STEPS`, `NEWTON_DIVERGED`, `LINEAR_SOLVER`,
       `NONFINITE`.
 
@@ -133,6 +133,13 @@ class Status(enum.IntEnum):
         "without being located (two crossings in one solver step, or a root found at the "
         "wrong crossing); the solve stopped where this was seen (t_end, y_end); tighten "
         "rtol/atol, or cap the step (controller=diffrax.PIDController(..., dtmax=...))",
+    )
+    FIT_STALLED = (
+        19,
+        "stalled",
+        "the optimizer's own test passed on its last steps, but the result is not a minimum "
+        "(a Gauss–Newton step from it would still lower the loss); try several starts "
+        "(multistart=(16, 0)) or multiple shooting (multiple_shooting=4)",
     )
 
     def __new__(cls, value: int, text: str, message: str):

@@ -10,6 +10,9 @@ from difsim._fit._data import (
     check_data_values as check_data_values,
     read_data as read_data,
 )
+from difsim._fit._diagnostics import (
+    FitWarning as FitWarning,
+)
 from difsim._fit._drivers import (
     ADJOINTS as ADJOINTS,
     OPTIMIZERS as OPTIMIZERS,

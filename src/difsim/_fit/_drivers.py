@@ -125,6 +125,12 @@ class AbstractDriver(eqx.Module):
     def has_convergence_test(self) -> bool:
         return False
 
+    @property
+    def tolerances(self) -> tuple[float, float] | None:
+        """The optimizer's `(rtol, atol)`, for the final-point test of its result; `None`
+        where it has none (optax)."""
+        return None
+
 
 def value_and_grad(problem: AbstractProblem, u: Array, adjoint: str):
     """Loss and its gradient w.r.t. `u`: reverse mode through the checkpointed solve, or
@@ -225,6 +231,11 @@ class OptimistixDriver(AbstractDriver):
     @property
     def has_convergence_test(self) -> bool:
         return True
+
+    @property
+    def tolerances(self):
+        rtol, atol = getattr(self.solver, "rtol", None), getattr(self.solver, "atol", None)
+        return None if rtol is None or atol is None else (float(rtol), float(atol))
 
     def _fn_options(self):
         # Always the reverse-mode interface: with a materialised Jacobian (or gradient) in

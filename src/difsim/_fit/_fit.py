@@ -17,6 +17,7 @@ from difsim._fit._data import (
     read_data,
     residuals,
 )
+from difsim._fit._diagnostics import FitWarning
 from difsim._fit._drivers import ADJOINTS, AbstractDriver, OptimistixDriver, make_driver
 from difsim._fit._loop import run
 from difsim._fit._multistart import multistart_spec, perturbed_starts
@@ -126,7 +127,14 @@ def fit(
       has almost always blown up, and is then rejected sooner).
 
     A fit in float32 (x64 not enabled when the model was made) warns (`UserWarning`):
-    its steps, convergence test and standard errors need float64.
+    its steps, convergence test and standard errors need float64. A result whose estimates
+    the data barely determine (relative standard errors above 100 %, a near-singular
+    Gauss–Newton Hessian) or that explains less than half of the data's variation warns
+    with [`FitWarning`][] (the same lines are in `FitResult.notes` and the summary).
+
+    The optimizer's own convergence test is checked again at the result (the final-point
+    test, see `docs/fitting.md`): an optimizer that stopped where a Gauss–Newton step would
+    still lower the loss ends `Status.FIT_STALLED` (`"stalled"`, `ok` false).
 
     **Returns:** a [`FitResult`][].
     """
@@ -147,7 +155,10 @@ def fit(
         progress=progress,
     )
     batched = setup.u0.ndim == 2
-    return make_result(setup.problem, setup.driver, carry, history, setup.transforms, batched)
+    result = make_result(setup.problem, setup.driver, carry, history, setup.transforms, batched)
+    for note in result.notes:
+        warnings.warn(f"fit({type(model).__name__}): {note}", FitWarning, stacklevel=2)
+    return result
 
 
 class FitSetup(NamedTuple):

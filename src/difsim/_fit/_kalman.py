@@ -23,6 +23,7 @@ from jaxtyping import Array, Float
 
 from difsim._core import Model, State
 from difsim._fit._data import FitData
+from difsim._fit._diagnostics import Estimate, likelihood_step
 from difsim._fit._shooting import AbstractProblem
 from difsim._fit._transforms import AbstractTransform
 
@@ -170,10 +171,11 @@ class KalmanProblem(AbstractProblem):
         means = jax.vmap(mean)(jnp.asarray(coords, a.dtype))
         return means[:, np.asarray(self.observed)]
 
-    def covariance(self, u):
-        """`(covariance, residuals, 1.0, dof)`: the inverse observed information (Hessian
-        of the negative log-likelihood) in natural units."""
-        hess = np.asarray(_hessian(self, u))
+    def covariance(self, u) -> Estimate:
+        """The [`Estimate`][] of a likelihood fit: the inverse observed information (the
+        Hessian of the negative log-likelihood) in natural units, and a Newton step on
+        the negative log-likelihood for the final-point test."""
+        hess, grad = (np.asarray(a) for a in _hessian(self, u))
         dxdu = np.asarray(self.derivative(u))
         try:
             cov_u = np.linalg.inv(hess)
@@ -181,7 +183,9 @@ class KalmanProblem(AbstractProblem):
             cov_u = np.full_like(hess, np.nan)
         cov = dxdu[:, None] * cov_u * dxdu[None, :]
         dof = self.data.num_observations - u.shape[0]
-        return cov, np.asarray(self.residuals(u)), 1.0, dof
+        decrease, step = likelihood_step(grad, hess)
+        r = np.asarray(self.residuals(u))
+        return Estimate(cov, r, 1.0, dof, hess, decrease, step, "Newton")
 
 
 @eqx.filter_jit
@@ -190,8 +194,15 @@ def _hessian(problem: KalmanProblem, u):
     # parameters of a Kalman fit the p² tangents cost nothing at run time, and the program
     # skips the reverse pass through the filter's scan and the matrix exponential's
     # branches: compiled in half the time (the OU fit of docs/stochastic.md: 8.7 s -> 4.0-4.6
-    # s, the whole fit 21 -> 16-18 s; the same Hessian to 6e-16 relative).
-    return jax.jacfwd(jax.jacfwd(problem.loss))(u)
+    # s, the whole fit 21 -> 16-18 s; the same Hessian to 6e-16 relative). The gradient
+    # comes along, from the same pass.
+    grad = jax.jacfwd(problem.loss)
+
+    def with_grad(v):
+        g = grad(v)
+        return g, g
+
+    return jax.jacfwd(with_grad, has_aux=True)(u)
 
 
 def step_table(t0: float, times: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:

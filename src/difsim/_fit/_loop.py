@@ -201,11 +201,25 @@ def _finish(task: Progress, carry: Carry, history: np.ndarray) -> None:
     task.finish(history.shape[0], message=" / ".join(ends))
 
 
+# What to try when an optimizer stopped short of a minimum (`Status.FIT_STALLED`).
+STALLED_ADVICE = (
+    "The best parameters found are kept. The optimizer is stuck on a rugged or badly scaled "
+    "loss: try several starts (multistart=(16, 0)), multiple shooting "
+    "(multiple_shooting=ds.MultipleShooting(4)), the default optimizer 'trust_region', or "
+    "tighter solver tolerances (rtol, atol) if the loss is noisy"
+)
+
+
 def result_message(status: Status, result: int, steps: int, driver: AbstractDriver, fails: int):
     """What happened to one start that ended with `status`, in words (`result`: its last
     optimistix result index)."""
     if status == Status.CONVERGED:
         return f"converged: the {driver.name} tolerance was met after {steps} steps"
+    if status == Status.FIT_STALLED:
+        return (
+            f"stalled: {driver.name} stopped after {steps} steps (its own test passed on its "
+            "last steps), but the result is not a minimum"
+        )
     if status == Status.DIVERGED:
         return (
             f"stopped after {fails} consecutive rejected steps (no trial point lowered the "

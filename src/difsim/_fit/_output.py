@@ -61,7 +61,11 @@ def fit_dataset(result: Any, points: int = 201) -> xr.Dataset:
         sigma2=result.sigma2,
         dof=result.dof,
         noise=problem.noise,
+        newton_decrease=result.newton_decrease,
+        newton_step=result.newton_step,
     )
+    if result.notes:
+        attrs["warnings"] = "\n".join(result.notes)
     # The data's own description, kept beside ours (`source` is CF's "how it was made").
     attrs.update({f"data_{k}": v for k, v in meta.get("global", {}).items()})
     return xr.Dataset(data_vars, coords=coords, attrs=attrs)

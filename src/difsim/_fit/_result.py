@@ -18,11 +18,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
-from jaxtyping import Array, Float
 
 from difsim._core import Model
-from difsim._fit._drivers import AbstractDriver, forward_jacobian
-from difsim._fit._loop import Carry, result_message
+from difsim._fit._diagnostics import (
+    Estimate,
+    gauss_newton_estimate,
+    is_stationary,
+    quality_notes,
+    step_words,
+)
+from difsim._fit._drivers import AbstractDriver
+from difsim._fit._loop import STALLED_ADVICE, Carry, result_message
 from difsim._fit._output import fit_dataset
 from difsim._fit._shooting import AbstractProblem
 from difsim._fit._transforms import saturation_note
@@ -34,48 +40,6 @@ from difsim._io import (
 )
 from difsim._plot import plot as plot_output
 from difsim._status import Status
-
-
-def gauss_newton_covariance(
-    problem: AbstractProblem, u: Float[Array, " p"]
-) -> tuple[np.ndarray, np.ndarray, float, int]:
-    """`(covariance (p, p), residuals (m,), sigma², dof)` at `u`; NaN where undefined."""
-    r, j_u = _residuals_and_jacobian(problem, u)
-    dxdu = np.asarray(problem.derivative(u))
-    # dr/dx = dr/du / (dx/du), elementwise transforms. A transform saturated at its bound
-    # (dx/du = 0: exp underflowed, a sigmoid at 0 or 1) leaves that column undefined: NaN,
-    # and so NaN standard errors, without a division warning.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        j_x = np.where(dxdu[None, :] != 0, np.asarray(j_u) / dxdu[None, :], np.nan)
-    r = np.asarray(r)
-    data_mask = np.asarray(problem.data.mask).reshape(-1)
-    n = int(np.sum(data_mask)) + (r.shape[0] - data_mask.shape[0])
-    p = j_x.shape[1]
-    dof = n - p
-    rss = float(np.sum(r * r))
-    sigma2 = rss / dof if dof > 0 else float("nan")
-    try:
-        cov = sigma2 * np.linalg.inv(j_x.T @ j_x)
-    except np.linalg.LinAlgError:
-        cov = np.full((p, p), np.nan)
-    return cov, r, sigma2, dof
-
-
-def _residuals_and_jacobian(problem, u):
-    if u.shape[0] <= problem.num_residuals():
-        # Fewer columns than rows: forward mode, one tangent solve per free variable.
-        return _forward_jacobian(problem.with_adjoint("forward"), u)
-    return _reverse_jacobian(problem.with_adjoint("checkpoint"), u)
-
-
-@eqx.filter_jit
-def _forward_jacobian(problem, u):
-    return forward_jacobian(problem, u)
-
-
-@eqx.filter_jit
-def _reverse_jacobian(problem, u):
-    return problem.residuals(u), jax.jacrev(problem.residuals)(u)
 
 
 class FitResult(eqx.Module):
@@ -90,16 +54,25 @@ class FitResult(eqx.Module):
     - `loss`: $\\tfrac12\\sum r_i^2$ at the optimum; `sigma2`: residual variance
       $\\sum r_i^2/(n-p)$; `dof`: $n - p$.
     - `loss_history`, `grad_norm_history`: per step (of the best start), `(steps,)`.
-    - `status`: a [`Status`][]: `CONVERGED`, `COMPLETED` (all steps run; optax has no
+    - `status`: a [`Status`][]: `CONVERGED` (the optimizer's test passed, and the result
+      passed the final-point test: it is a minimum), `FIT_STALLED` (the optimizer's test
+      passed, the final-point test did not), `COMPLETED` (all steps run; optax has no
       convergence test), `FIT_MAX_STEPS`, `DIVERGED` or `OPTIMIZER_FAILED`. It prints as,
-      and compares equal to, the text the outputs store: `"converged"`, `"completed"`,
-      `"max_steps"`, `"diverged"`, `"failed"`. `message`: what happened (for a failed
-      optimizer, in the optimizer's own words).
+      and compares equal to, the text the outputs store: `"converged"`, `"stalled"`,
+      `"completed"`, `"max_steps"`, `"diverged"`, `"failed"`. `message`: what happened
+      (for a failed optimizer, in the optimizer's own words), with the final-point test's
+      numbers.
     - `num_steps`: steps taken by the best start; `rejected_steps`: how many of them were
       rejected (non-finite loss or failed solve; for optimistix also trust-region or
       line-search rejections).
     - `start_losses`, `start_parameters`: with a multistart, each start's final loss
       `(starts,)` and parameters `{name: (starts,)}`; `best_start` its index.
+    - `newton_decrease`, `newton_step`: the final-point test (`difsim._fit._diagnostics`):
+      the loss a Gauss–Newton step from the result would still remove, and that step's
+      length in standard errors (NaN where undefined).
+    - `notes`: warnings on the result (also issued as [`FitWarning`][]): relative standard
+      errors above 100 %, a near-singular Gauss–Newton Hessian, a fit that explains less
+      than half of the data's variation.
     """
 
     model: Model
@@ -123,10 +96,14 @@ class FitResult(eqx.Module):
     best_start: int | None
     problem: AbstractProblem
     u: np.ndarray
+    newton_decrease: float
+    newton_step: float
+    notes: tuple[str, ...]
 
     @property
     def ok(self) -> bool:
-        """Whether the fit ended normally (converged or ran all its steps)."""
+        """Whether the fit ended normally (converged, or ran all its steps without a
+        convergence test); `False` for a stalled, failed or diverged one."""
         return self.status.ok
 
     @property
@@ -162,6 +139,7 @@ class FitResult(eqx.Module):
                 f"{int(finite.sum())} finished with a finite loss"
             )
         lines.append(self.message)
+        lines += [f"warning: {note}" for note in self.notes]
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -203,6 +181,9 @@ class FitResult(eqx.Module):
             dof=self.dof,
             num_steps=self.num_steps,
             loss_history=self.loss_history.tolist(),
+            newton_decrease=self.newton_decrease,
+            newton_step=self.newton_step,
+            notes=list(self.notes),
         )
 
     def save(
@@ -263,16 +244,18 @@ def make_result(
     u = jnp.asarray(pick(carry.best_u) if np.isfinite(loss) else pick(carry.u))
     names = tuple(transforms)
     q = len(names)
-    if np.isfinite(loss):
-        # A problem may estimate its own (a likelihood's Hessian, a GMM's weighting).
-        estimate = getattr(problem, "covariance", None)
-        cov, _, sigma2, dof = estimate(u) if estimate else gauss_newton_covariance(problem, u)
-    else:
-        p = u.shape[0]
-        cov, sigma2, dof = np.full((p, p), np.nan), float("nan"), 0
-    cov = cov[:q, :q]
+    estimate = _estimate(problem, u, loss)
+    cov = estimate.covariance[:q, :q]
     values = np.asarray(problem.natural(u))[:q]
     stderr = np.sqrt(np.where(np.diag(cov) >= 0, np.diag(cov), np.nan))
+    stationary = is_stationary(estimate, loss, driver.tolerances)
+    if status == Status.CONVERGED and stationary is False:
+        status = Status.FIT_STALLED
+    message = result_message(status, int(pick(carry.result)), steps, driver, fails)
+    message += _final_point(status, stationary, estimate, loss) + saturation_note(transforms, u)
+    notes = ()
+    if np.isfinite(loss):
+        notes = tuple(quality_notes(names, values, stderr, estimate, problem, problem.names))
     start_losses = start_parameters = None
     if batched:
         start_losses = np.asarray(carry.best_loss)
@@ -284,13 +267,12 @@ def make_result(
         stderr={n: float(s) for n, s in zip(names, stderr)},
         covariance=cov,
         loss=loss,
-        sigma2=float(sigma2),
-        dof=int(dof),
+        sigma2=float(estimate.sigma2),
+        dof=int(estimate.dof),
         loss_history=np.asarray(hist[:, 0]) if len(hist) else np.zeros(0),
         grad_norm_history=np.asarray(hist[:, 1]) if len(hist) else np.zeros(0),
         status=status,
-        message=result_message(status, int(pick(carry.result)), steps, driver, fails)
-        + saturation_note(transforms, u),
+        message=message,
         num_steps=steps,
         rejected_steps=int(np.sum(hist[:, 2] == 0)) if len(hist) else 0,
         names=names,
@@ -301,7 +283,34 @@ def make_result(
         best_start=best,
         problem=problem,
         u=np.asarray(u),
+        newton_decrease=float(estimate.decrease),
+        newton_step=float(estimate.step),
+        notes=notes,
     )
+
+
+def _estimate(problem: AbstractProblem, u, loss: float) -> Estimate:
+    """The covariance and final-point numbers at `u` (NaN where the loss is not finite)."""
+    if not np.isfinite(loss):
+        p, nan = u.shape[0], float("nan")
+        full = np.full((p, p), nan)
+        return Estimate(full, np.zeros(0), nan, 0, full, nan, nan)
+    # A problem may estimate its own (a likelihood's Hessian, a GMM's weighting).
+    own = getattr(problem, "covariance", None)
+    return own(u) if own else gauss_newton_estimate(problem, u)
+
+
+def _final_point(status: Status, stationary: bool | None, estimate: Estimate, loss) -> str:
+    """The final-point test in words, to follow the status message."""
+    if stationary is None:
+        return ""
+    words = step_words(estimate, loss, share=status == Status.FIT_STALLED)
+    if status == Status.CONVERGED:
+        return f", and the result passes the final-point test ({words})"
+    if status == Status.FIT_STALLED:
+        return f"; {words}. " + STALLED_ADVICE
+    verdict = "passes" if stationary else "does not pass"
+    return f" (at the result {words}: it {verdict} the final-point test)"
 
 
 def _best_start(carry: Carry, history: np.ndarray, batched: bool):

@@ -24,7 +24,7 @@ from jaxtyping import Array, Float
 
 from difsim._core import Model, check_seed, simulate
 from difsim._fit._data import FitData, fit_data
-from difsim._fit._drivers import forward_jacobian
+from difsim._fit._diagnostics import Estimate, gauss_newton_estimate
 from difsim._fit._kalman import KalmanProblem, check_linear, step_table
 from difsim._fit._shooting import AbstractProblem, SimOptions
 from difsim._fit._transforms import AbstractTransform
@@ -245,21 +245,12 @@ class MomentsProblem(AbstractProblem):
     def predict(self, model, coords):
         return self._moments(model, jnp.asarray(coords, self.data.times.dtype))[0]
 
-    def covariance(self, u):
-        """`(covariance, residuals, J-statistic / dof, dof)`: the GMM covariance
-        $(J^\\top J)^{-1}$ of the whitened residuals, in natural units (not rescaled by the
-        residual variance: the weights are the moments' estimated covariance)."""
-        r, j_u = _jacobian(self.with_adjoint("forward"), u)
-        j_x = np.asarray(j_u) / np.asarray(self.derivative(u))[None, :]
-        r = np.asarray(r)
+    def covariance(self, u) -> Estimate:
+        """The [`Estimate`][] of a GMM fit: the covariance $(J^\\top J)^{-1}$ of the
+        whitened residuals, in natural units (not rescaled by the residual variance: the
+        weights are the moments' estimated covariance; `sigma2` is the J-statistic / dof)."""
+        estimate = gauss_newton_estimate(self, u, scale=1.0)
+        r = estimate.residuals
         dof = r.shape[0] - u.shape[0]
-        try:
-            cov = np.linalg.inv(j_x.T @ j_x)
-        except np.linalg.LinAlgError:
-            cov = np.full((u.shape[0],) * 2, np.nan)
-        return cov, r, float(r @ r / dof) if dof > 0 else float("nan"), dof
-
-
-@eqx.filter_jit
-def _jacobian(problem, u):
-    return forward_jacobian(problem, u)
+        j_stat = float(r @ r / dof) if dof > 0 else float("nan")
+        return estimate._replace(sigma2=j_stat, dof=dof)
