@@ -244,6 +244,12 @@ class Plain(ds.Model):
         (ds.Event(lambda t, s, m: s.x, lambda t, s, m: dict(v=jnp.zeros(3))), ValueError,
          r"returned shape \(3,\) for state variable 'v', whose shape is \(2,\)"),
         (ds.Event(lambda t, s, m: s.v), ValueError, r"must return a real or boolean scalar"),
+        # A dict or None used to reach JAX ("... is not a valid JAX array type"): issue 27.
+        (ds.Event(lambda t, s, m: dict(x=s.x), name="floor"), TypeError,
+         r"^the condition of event 'floor' \(Plain\) returned a dict; it must return one "
+         r"real \(or boolean\) scalar"),
+        (ds.Event(lambda t, s, m: None), TypeError,
+         r"^the condition of event 'event0' \(Plain\) returned None; it must return one real"),
         (ds.Event(lambda t, s, m: s.x, lambda t, s, m: s.x), TypeError, "must return a dict"),
         ([ds.Event(lambda t, s, m: s.x, name="a"), ds.Event(lambda t, s, m: s.x, name="a")],
          ValueError, "two events are called 'a'"),

@@ -57,7 +57,8 @@ def test_bounce_time_differentiates_in_reverse_mode_like_the_closed_form():
 
 
 def test_fit_recovers_the_restitution_from_heights():
-    # Heights of a ball with e = 0.75 (closed form, no solver), fitted from e = 0.6.
+    # Heights of a ball with e = 0.75 (closed form, no solver), fitted from e = 0.65 (from
+    # e = 0.6 its bounces accumulate at 5.71 s, before the last datum: Status.ZENO).
     e_true, h0 = 0.75, 10.0
     t = np.linspace(0.1, 6.0, 40)
     lands = landing_times(h0, e_true, 30)
@@ -67,7 +68,7 @@ def test_fit_recovers_the_restitution_from_heights():
     height = np.where(n > 0, 0.0, h0) + u * (t - start) - 0.5 * G * (t - start) ** 2
     data = xr.Dataset({"h": ("time", height)}, coords={"time": t})
     fit = ds.fit(
-        ds.models.BouncingBall(e=0.6, v_rest=0.0), data, free={"e": ds.Bounded(0.0, 1.0)},
+        ds.models.BouncingBall(e=0.65, v_rest=0.0), data, free={"e": ds.Bounded(0.0, 1.0)},
         t0=0.0, rtol=1e-10, atol=1e-10,
     )  # fmt: skip
     assert fit.status.ok, fit.message

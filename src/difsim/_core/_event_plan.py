@@ -119,7 +119,7 @@ def _check_event(event: AbstractEvent, model, layout: Layout) -> None:
     y = {n: jax.ShapeDtypeStruct(s, layout.dtype) for n, s in zip(layout.names, layout.shapes)}
     state = lambda values: State.from_info(layout.info, values)  # noqa: E731
     if isinstance(event, Event):
-        out = jax.eval_shape(lambda t, v: event.value(t, state(v), model), t, y)
+        out = jax.eval_shape(lambda t, v: _condition_value(event, cls, t, state(v), model), t, y)
         if out.shape != () or not (
             jnp.issubdtype(out.dtype, jnp.floating) or jnp.issubdtype(out.dtype, jnp.bool_)
         ):
@@ -147,6 +147,20 @@ def _check_event(event: AbstractEvent, model, layout: Layout) -> None:
             raise ValueError(
                 f"terminal of event {event.name!r} must return one bool, got shape {out.shape}"
             )
+
+
+def _condition_value(event: Event, cls: str, t, s: State, model):
+    """The condition's value at `(t, s)`, after checking that it is one number (a dict, a
+    tuple or `None` would reach JAX as an error naming neither event nor model)."""
+    out = event.condition(t, s, model)
+    if not isinstance(out, jax.Array | np.ndarray | np.generic | float | int | bool):
+        got = "None" if out is None else f"a {type(out).__name__}"
+        raise TypeError(
+            f"the condition of event {event.name!r} ({cls}) returned {got}; it must return "
+            "one real (or boolean) scalar, e.g. lambda t, s, m: s.h (the event is where h "
+            "crosses zero)"
+        )
+    return jnp.asarray(out)
 
 
 def _fits(got: tuple[int, ...], shape: tuple[int, ...]) -> bool:

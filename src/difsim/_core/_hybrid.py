@@ -7,7 +7,9 @@ state the next pass starts from. The loop is an `equinox.internal.while_loop` of
 the adjoint asks for (checkpointed for reverse mode, `lax` for forward mode), so `jit`,
 `vmap` (each trajectory with its own events) and `grad` (through the event times too) pass
 through. At most one event happens per pass; one pass past `max_events` events ends the
-solve with `Status.EVENT_LIMIT`, so a chattering (Zeno) model cannot hang it.
+solve with `Status.EVENT_LIMIT`, so a chattering model cannot hang it. Where detection
+cannot be trusted (events that accumulate, a lost crossing, a NaN condition) the solve ends
+with its own status (`_event_guard.py`).
 
 Saved values at an event time are the state just after the event (right-continuous).
 """
@@ -23,9 +25,19 @@ from jax import lax
 
 from difsim._core._dense import DenseBuffer, DenseOutput, info_struct
 from difsim._core._event import Event
+from difsim._core._event_guard import (
+    Watch,
+    accumulates,
+    guard_conditions,
+    lost,
+    probe,
+    resolution,
+    too_close,
+    wrong_way,
+)
 from difsim._core._event_plan import EventPlan
 from difsim._core._event_record import EventRecord, RecordBuffer
-from difsim._core._vector_field import Layout, VectorField
+from difsim._core._vector_field import Layout
 from difsim._status import Status, status_from_result
 
 
@@ -49,6 +61,7 @@ class _Carry(NamedTuple):
     pointers: Any  # per scheduled event, the index of its next time
     fired: Any  # which root-found event the last one was (-1: none)
     residual: Any  # |condition| where it fired: a restart at least this close is "on it"
+    watch: Watch  # per root-found event, its last firings (Zeno accumulation)
     record: RecordBuffer
     dense: DenseBuffer | None
     status: Any
@@ -62,7 +75,9 @@ class _Condition(eqx.Module):
     `t_start`. There, when the state sits on the condition's zero (just after it fired,
     or a start exactly on it), the value is replaced by one with the sign the condition
     is heading to (`start_value`, NaN: no replacement): a rounding-level sign at the start
-    would otherwise read as a new crossing in the first step."""
+    would otherwise read as a new crossing in the first step. A NaN value reads as 0 for
+    an event in both directions (NaN differs from itself: every step would be a crossing);
+    the guards end the solve on it (`_event_guard.py`)."""
 
     event: Event
     layout: Layout
@@ -74,6 +89,8 @@ class _Condition(eqx.Module):
         if jnp.issubdtype(g.dtype, jnp.bool_):
             return g
         on_zero = (t == self.t_start) & ~jnp.isnan(self.start_value)
+        if self.event.direction is None:
+            g = jnp.where(jnp.isnan(g), 0.0, g)
         return jnp.where(on_zero, self.start_value.astype(g.dtype), g)
 
 
@@ -161,7 +178,7 @@ def _init(ctx: _Context, y0) -> _Carry:
     return _Carry(
         t=jnp.asarray(t0, dtype), y=y0, saved_t=saved_t, saved_y=saved_y,
         pointers=pointers.astype(jnp.int32), fired=jnp.asarray(-1, jnp.int32),
-        residual=jnp.asarray(0.0, dtype),
+        residual=jnp.asarray(0.0, dtype), watch=Watch.empty(len(plan.root), dtype),
         record=RecordBuffer.empty(plan.max_events, y0, dtype), dense=dense,
         status=jnp.asarray(int(Status.SUCCESS), jnp.int32), result=zero,
         done=jnp.asarray(False), stats=(zero, zero, zero),
@@ -178,35 +195,37 @@ def _next_scheduled(ctx: _Context, pointers):
 
 
 def _conditions(ctx: _Context, c: _Carry):
-    """The root-found conditions of one pass starting at `c.t`, and their values there
-    (where a condition sits on its zero, with the sign it is heading to)."""
-    root = [ctx.plan.events[i] for i in ctx.plan.root]
-    field = VectorField(ctx.layout, "rhs")
-    f = field(c.t, c.y, ctx.model)
-    conds = []
+    """`(conditions, values, signs)`: the root-found conditions of one pass starting at
+    `c.t`, their values there, and the signs they start the pass with: where a condition
+    sits on its zero, the sign it is heading to (a directional one that stays put, the
+    side before its crossing: it fires again if it then crosses)."""
+    root = tuple(ctx.plan.events[i] for i in ctx.plan.root)
+    t, y = lax.stop_gradient(c.t), lax.stop_gradient(c.y)
+    values, rates = probe(root, ctx.layout, ctx.model, t, y)
+    conds, signs = [], []
     for j, event in enumerate(root):
-        g_of = lambda t, y, e=event: e.value(t, ctx.layout.view(y), ctx.model)  # noqa: E731
-        g = g_of(c.t, c.y)
-        start = jnp.asarray(jnp.nan, c.t.dtype)
-        if jnp.issubdtype(g.dtype, jnp.floating):
-            _, g_dot = jax.jvp(g_of, (c.t, c.y), (jnp.ones_like(c.t), f))
-            near = jnp.abs(g) <= jnp.where(c.fired == j, c.residual, 0.0)
-            start = jnp.where(near & (g_dot != 0), jnp.sign(g_dot), jnp.nan).astype(c.t.dtype)
-        conds.append(_Condition(event, ctx.layout, c.t, lax.stop_gradient(start)))
-    return tuple(conds)
+        g, g_dot = values[j], rates[j]
+        before = {None: jnp.nan, True: -1.0, False: 1.0}[event.direction]
+        near = jnp.abs(g) <= jnp.where(c.fired == j, c.residual, 0.0)
+        heading = jnp.where(g_dot != 0, jnp.sign(g_dot), before)
+        start = jnp.where(near, heading, jnp.nan).astype(c.t.dtype)
+        conds.append(_Condition(event, ctx.layout, c.t, start))
+        signs.append(jnp.where(jnp.isnan(start), jnp.sign(g), start))
+    signs = jnp.stack(signs) if signs else jnp.zeros((1,), c.t.dtype)
+    return tuple(conds), values, signs
 
 
-def _solve_pass(ctx: _Context, c: _Carry, t_stop):
+def _solve_pass(ctx: _Context, c: _Carry, conds, t_stop):
     subs = [] if ctx.ts is None else [dfx.SubSaveAt(ts=jnp.clip(ctx.ts, c.t, t_stop))]
     saveat = dfx.SaveAt(subs=[*subs, dfx.SubSaveAt(t1=True)], dense=ctx.plan.dense)
-    event = None
-    if ctx.plan.root:
-        conds = _conditions(ctx, c)
+    event, controller = None, ctx.controller
+    if conds:
         directions = tuple(cond.event.direction for cond in conds)
         event = dfx.Event(conds, ctx.plan.root_finder, direction=directions)
+        controller = guard_conditions(controller, tuple(d.event for d in conds), ctx.layout)
     return dfx.diffeqsolve(
         ctx.terms, ctx.solver, c.t, t_stop, ctx.dt0, c.y, args=ctx.model, saveat=saveat,
-        stepsize_controller=ctx.controller, adjoint=ctx.adjoint, event=event,
+        stepsize_controller=controller, adjoint=ctx.adjoint, event=event,
         max_steps=ctx.max_steps, throw=False, progress_meter=ctx.meter,
     )  # fmt: skip
 
@@ -236,7 +255,9 @@ def _pass(ctx: _Context, c: _Carry) -> _Carry:
     """One pass of the loop: solve to the next event (or `t1`), then apply it."""
     active = ~c.done
     t_sched, k_sched = _next_scheduled(ctx, c.pointers)
-    sol = _solve_pass(ctx, c, jnp.where(active, jnp.minimum(t_sched, ctx.t1), c.t))
+    conds, g_start, s_start = _conditions(ctx, c)
+    go = active & jnp.all(jnp.isfinite(g_start))  # else it ends here, NONFINITE (_verdict)
+    sol = _solve_pass(ctx, c, conds, jnp.where(go, jnp.minimum(t_sched, ctx.t1), c.t))
     t_stop = sol.ts[-1][0].astype(c.t.dtype)
     y_stop = jax.tree.map(lambda v, old: v[0].astype(old.dtype), sol.ys[-1], c.y)
     ok = sol.result == dfx.RESULTS.successful
@@ -247,55 +268,84 @@ def _pass(ctx: _Context, c: _Carry) -> _Carry:
     live = active & ~over
     fires = live & (root_fired | timed_fires)
     failed = live & ~(ok | root_fired)
-    limit = fires & (c.record.count >= ctx.plan.max_events)
-    apply = fires & ~limit
-    finished = live & ok & ~timed_fires
-    slot, which, residual = _which(ctx, sol, root_fired, k_sched, t_stop, y_stop)
+    slot, which = _which(ctx, sol, root_fired, k_sched)
+    values, rates = probe(_root(ctx), ctx.layout, ctx.model, *lax.stop_gradient((t_stop, y_stop)))
+    verdict, watch = _verdict(ctx, c, (g_start, s_start, values, rates), slot, root_fired, t_stop)
+    verdict = jnp.where(live & ~failed, verdict, -1)  # -1: none; else the status it ends with
+    stopped = verdict >= 0
+    limit = fires & ~stopped & (c.record.count >= ctx.plan.max_events)
+    apply = fires & ~stopped & ~limit
+    finished = live & ok & ~timed_fires & ~stopped
     y_after, stops = _affect(ctx, which, t_stop, y_stop)
     stop_here = apply & stops
     status = jnp.where(failed, status_from_result(sol.result), c.status)
     status = jnp.where(over, int(Status.MAX_STEPS), status)
+    status = jnp.where(stopped, verdict, status)
     status = jnp.where(limit, int(Status.EVENT_LIMIT), status)
     status = jnp.where(stop_here, int(Status.EVENT), status).astype(jnp.int32)
-    saved_t, saved_y = _merge_saves(ctx, c, sol, live, t_stop, finished, apply, y_after)
+    lost_here = verdict == int(Status.EVENT_LOST)  # this pass's values are past a crossing
+    saved_t, saved_y = _merge_saves(ctx, c, sol, live & ~lost_here, t_stop, finished, apply,
+                                    y_after)  # fmt: skip
     pick = lambda a, b, m: jax.tree.map(lambda u, v: jnp.where(m, u, v), a, b)  # noqa: E731
     y_new = pick(c.y, pick(y_after, y_stop, apply), ~live)
+    residual = lax.stop_gradient(jnp.abs(values[slot]))
     return _Carry(
         t=jnp.where(live, t_stop, c.t), y=y_new, saved_t=saved_t, saved_y=saved_y,
         pointers=c.pointers.at[k_sched].add((apply & timed_fires).astype(jnp.int32)),
         fired=jnp.where(apply & root_fired, slot, -1).astype(jnp.int32),
         residual=jnp.where(apply & root_fired, residual, 0.0).astype(c.residual.dtype),
+        watch=pick(watch, c.watch, apply & root_fired),
         record=c.record.add(apply, t_stop, which, y_stop, y_after),
         dense=None if c.dense is None else c.dense.append(sol.interpolation, live),
         status=status, result=jnp.where(failed, sol.result._value, c.result).astype(jnp.int32),
-        done=c.done | over | failed | limit | stop_here | finished, stats=steps,
+        done=c.done | over | failed | stopped | limit | stop_here | finished, stats=steps,
     )  # fmt: skip
 
 
 _STATS = ("num_steps", "num_accepted_steps", "num_rejected_steps")
 
 
-def _which(ctx: _Context, sol, root_fired, k_sched, t_stop, y_stop):
-    """`(slot, which, residual)`: the root-found event that fired (its position among them,
-    `slot`), which event happened (an index into `plan.events`), and how far from zero its
-    condition is where it was located."""
+def _root(ctx: _Context) -> tuple[Event, ...]:
+    return tuple(ctx.plan.events[i] for i in ctx.plan.root)
+
+
+def _verdict(ctx: _Context, c: _Carry, probes, slot, root_fired, t_stop):
+    """`(status, watch)`: the status a pass ends the solve with where detection failed (-1:
+    none; see `_event_guard.py`): `NONFINITE` for a condition NaN or infinite at the pass's
+    start or end, `ZENO` for a firing of an accumulating sequence, `EVENT_LOST` for a lost
+    crossing; and the Zeno watch with this pass's firing, to keep if it is applied."""
+    if not ctx.plan.root:
+        return jnp.asarray(-1, jnp.int32), c.watch
+    g_start, s_start, values, rates = probes
+    root = _root(ctx)
+    res = resolution(ctx.plan.root_finder, lax.stop_gradient(t_stop))
+    nonfinite = ~jnp.all(jnp.isfinite(g_start) & jnp.isfinite(values))
+    zeno, watch = accumulates(c.watch, slot, lax.stop_gradient(t_stop), res)
+    # A root at the wrong crossing right after the same event's last firing: an
+    # unresolvable bounce (Zeno) rather than a crossing lost in a long step.
+    unresolved = wrong_way(root, rates, slot) & too_close(c.watch, slot, t_stop, res)
+    zeno = root_fired & (zeno | unresolved)
+    missed = lost(root, s_start, values, rates, slot, root_fired, res)
+    verdict = jnp.where(missed, int(Status.EVENT_LOST), -1)
+    verdict = jnp.where(zeno, int(Status.ZENO), verdict)
+    verdict = jnp.where(nonfinite, int(Status.NONFINITE), verdict)
+    return verdict.astype(jnp.int32), watch
+
+
+def _which(ctx: _Context, sol, root_fired, k_sched):
+    """`(slot, which)`: the root-found event that fired (its position among them, `slot`),
+    and which event happened (an index into `plan.events`)."""
     plan = ctx.plan
     if not plan.events:  # dense output only
-        return jnp.asarray(-1, jnp.int32), jnp.asarray(0, jnp.int32), 0.0
+        return jnp.asarray(0, jnp.int32), jnp.asarray(0, jnp.int32)
     if not plan.root:
-        return jnp.asarray(-1, jnp.int32), jnp.asarray(plan.timed)[k_sched], 0.0
+        return jnp.asarray(0, jnp.int32), jnp.asarray(plan.timed)[k_sched]
     mask = jnp.stack([jnp.asarray(m) for m in jax.tree.leaves(sol.event_mask)])
     slot = jnp.argmax(mask).astype(jnp.int32)
-    values = []
-    for i in plan.root:
-        g = plan.events[i].value(t_stop, ctx.layout.view(y_stop), ctx.model)
-        floating = jnp.issubdtype(g.dtype, jnp.floating)
-        values.append(jnp.abs(g).astype(t_stop.dtype) if floating else jnp.zeros_like(t_stop))
-    residual = lax.stop_gradient(jnp.stack(values)[slot])
     which = jnp.asarray(plan.root)[slot]
     if plan.timed:
         which = jnp.where(root_fired, which, jnp.asarray(plan.timed)[k_sched])
-    return slot, which.astype(jnp.int32), residual
+    return slot, which.astype(jnp.int32)
 
 
 def _merge_saves(ctx: _Context, c: _Carry, sol, live, t_stop, finished, apply, y_after):
