@@ -218,3 +218,29 @@ def test_the_devices_and_xla_flags_are_part_of_the_identity(monkeypatch):
     assert len(hashes) == 3
     assert (everywhere.attrs["devices"], one.attrs["devices"]) == ("8 x cpu", "1 x cpu")
     assert flagged.attrs["xla_flags"].endswith("--xla_cpu_enable_fast_math=false")
+
+
+def test_a_monte_carlo_sweeps_identity_covers_the_same(monkeypatch):
+    import jax
+
+    from difsim._sweep import SweepOptions
+    from difsim._sweep._mc_setup import statistics_setup
+    from difsim._sweep._samples import PathSweep
+
+    ou = ds.models.MODELS["ornstein_uhlenbeck"]()
+    paths = PathSweep(None, 64, seed=1)
+
+    def setup(**kw):
+        options = SweepOptions(t0=0.0, t1=1.0, keep=["x.mean"], samples=64, seed=1, **kw)
+        return statistics_setup(ou, paths, options)
+
+    flags = os.environ["XLA_FLAGS"]
+    everywhere, one = setup(), setup(devices=jax.devices()[:1])
+    assert everywhere.settings["code"] == everywhere.attrs["model_code"] == code_text(type(ou))
+    assert everywhere.attrs["model_code"].startswith("OrnsteinUhlenbeck (")
+    assert (everywhere.attrs["devices"], one.attrs["devices"]) == ("8 x cpu", "1 x cpu")
+    monkeypatch.setenv("XLA_FLAGS", "")
+    flagged = setup()
+    assert (everywhere.settings["xla"], flagged.settings["xla"]) == (flags, "")
+    assert flagged.attrs["xla_flags"] == ""
+    assert len({everywhere.sweep_hash, one.sweep_hash, flagged.sweep_hash}) == 3
