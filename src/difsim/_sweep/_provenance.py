@@ -145,8 +145,20 @@ class _Walk:
             self._container(v)
         elif isinstance(v, np.ndarray | np.generic | jax.Array):
             self._array(v)
-        else:  # an object of some other kind: its type (its values are not code)
-            self.put(f"object {type(v).__module__}.{type(v).__qualname__}")
+        else:
+            self._object(v)
+
+    def _object(self, v) -> None:
+        """An object of another kind: its type, and for one of a class outside the
+        libraries (a settings object a helper reads) its class and attributes too."""
+        kind = type(v)
+        self.put(f"object {kind.__module__}.{kind.__qualname__}")
+        if _is_library(kind.__module__):
+            return
+        self.cls(kind)
+        attributes = getattr(v, "__dict__", None)
+        if isinstance(attributes, dict):
+            self._container(attributes)
 
     def _array(self, v) -> None:
         try:
