@@ -6,19 +6,26 @@ the noise ([`sde_solver_settings`][]: calculus, additive or not); and the drift 
 diffusion become `MultiTerm(ODETerm(drift), NoiseTerm(diffusion, Brownian motion))`
 ([`sde_terms`][]). The Brownian motion is a `diffrax.VirtualBrownianTree` built from the
 key: the same key gives the same path whatever the solver or its steps (adaptive ones
-included), so reverse-mode gradients through a fixed key are exact.
+included), so reverse-mode gradients through a fixed key are exact. The tree resolves the
+shortest step the solve may take ([`path_tol`][]); an adaptive solve's controller is kept
+from stepping below it (`_sde_steps.sde_controller`).
 """
 
 from typing import Any
 
 import diffrax as dfx
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from difsim import solvers
-from difsim._core._brownian import BROWNIAN, StepBrownianPath
+from difsim._core._brownian import (
+    BROWNIAN,
+    BrownianPath,
+    StepBrownianPath,
+    adaptive_tol,
+    fixed_step_tol,
+    levy_area,
+)
 from difsim._core._model import Model
 from difsim._core._noise import (
     DiffusionField,
@@ -28,6 +35,7 @@ from difsim._core._noise import (
     check_noise,
     is_additive,
 )
+from difsim._core._sde_steps import check_saves, solve_dtmin
 from difsim._core._solver_defaults import (
     atol_origin,
     check_atol_scale,
@@ -41,9 +49,6 @@ from difsim._core._vector_field import Layout, VectorField
 # ODE defaults (1e-6): an adaptive SDE step's error estimate carries the noise, so tight
 # tolerances buy steps, not accuracy of statistics (DifferentialEquations.jl uses 1e-2).
 SDE_DEFAULTS: dict[str, Any] = dict(rtol=1e-3, atol=1e-3, max_steps=16_384)
-# The Brownian tree resolves [t0, t1] into 2**16 intervals (a step smaller than that sees
-# a Brownian-bridge interpolation of the path), finer for a fixed step below that size.
-TREE_DEPTH = 16
 
 
 def check_key(model: Model, key: Any, brownian: str | None = None) -> jax.Array | None:
@@ -93,13 +98,6 @@ def sde_settings(model, layout, solver, given: dict[str, Any], adjoint, brownian
     settings = _settings(model, layout, solver, given, adjoint, brownian)
     check_saves(settings, times)
     return settings
-
-
-def check_saves(settings: SolverSettings, times) -> None:
-    """With fixed steps, raise unless every save time of `times` (a `SaveSpec`) lies on the
-    steps `t0 + k·dt0` (skipped for traced times: a sweep checks once, where they enter)."""
-    if settings.fixed_step and (ts := times.host_save_times()) is not None:
-        _check_lattice(ts, times.t0, settings.dt0)
 
 
 def _settings(model, layout, solver, given, adjoint, brownian) -> SolverSettings:
@@ -169,33 +167,14 @@ def sde_solver_settings(
     )
 
 
-def _check_lattice(ts, t0, dt0) -> None:
-    """Raise unless every save time is `t0 + k·dt0`: between steps diffrax interpolates
-    linearly, which for an SDE drops the noise inside the step (a variance too small)."""
-    try:
-        dtype = np.result_type(np.asarray(ts).dtype, np.float32)  # the times' precision
-        k = (np.asarray(ts, np.float64) - float(t0)) / float(dt0)
-    except Exception:  # traced (jit/vmap): the caller's times were checked where they entered
-        return
-    # To the rounding of the run's precision (0.2 / 0.01 is 20.0000006 in float32).
-    tol = max(1e-9, 64 * float(np.finfo(dtype).eps))
-    off = np.abs(k - np.rint(k)) > tol * np.maximum(1.0, np.abs(k))
-    if np.any(off):
-        t = float(np.asarray(ts)[np.argmax(off)])
-        raise ValueError(
-            f"save time {t:g} is not on the steps t0 + k·dt0 (dt0 = {float(dt0):g}): with fixed "
-            "steps an SDE's saved values must be simulated, not interpolated between steps "
-            "(that would drop the noise within a step). Choose dt0 dividing the save spacing"
-        )
-
-
-def step_controller(controller, ts, final_only: bool):
-    """The controller of an SDE solve saving at `ts`: an adaptive one steps to every save
-    time (`ClipStepSizeController(step_ts=ts)`), so saved values are simulated, never
-    interpolated within a step (which for an SDE drops the noise inside it)."""
-    if final_only or not isinstance(controller, dfx.ClipStepSizeController):
-        return controller
-    return eqx.tree_at(lambda c: c.step_ts, controller, ts, is_leaf=lambda x: x is None)
+def path_tol(settings: SolverSettings, t0, t1, dt0):
+    """The tolerance of the Brownian tree of a solve of `settings` on `[t0, t1]`: a leaf at
+    most a quarter of a fixed step `dt0` ([`fixed_step_tol`][]), a sixteenth of an
+    adaptive solve's shortest step ([`solve_dtmin`][], [`adaptive_tol`][])."""
+    dtmin = solve_dtmin(settings, t0, t1)
+    if dtmin is not None:
+        return adaptive_tol(t0, t1, dtmin)
+    return fixed_step_tol(t0, t1, jnp.inf if dt0 is None else dt0)
 
 
 def _brownian(brownian: str | None, controller) -> str:
@@ -320,33 +299,12 @@ def _controller(values: dict[str, Any], solver: dfx.AbstractSolver, name: str, a
     raise ValueError(f"unknown step-size controller {controller!r}; choose 'pid' or 'constant'")
 
 
-def brownian_tol(t0, t1, dt0):
-    """The resolution of the Brownian tree: `(t1 - t0) / 2**16`, or `dt0 / 4` for a smaller
-    fixed step."""
-    tol = (t1 - t0) * 2.0**-TREE_DEPTH
-    return tol if dt0 is None else jnp.minimum(tol, dt0 / 4)
-
-
-def levy_area(solver: dfx.AbstractSolver) -> type:
-    """The least Lévy area `solver` needs (`diffrax.BrownianIncrement` for most; space-time
-    Lévy area for the stochastic Runge–Kutta methods: ShARK, SRA1, SEA, SPaRK, …)."""
-    need = getattr(solver, "minimal_levy_area", None)
-    kinds = (dfx.BrownianIncrement, dfx.SpaceTimeLevyArea, dfx.SpaceTimeTimeLevyArea)
-    return next((k for k in kinds if need is None or issubclass(k, need)), kinds[-1])
-
-
 def sde_terms(
-    model: Model,
-    layout: Layout,
-    key: jax.Array,
-    t0,
-    t1,
-    dt0,
-    solver: dfx.AbstractSolver,
-    brownian: str = "tree",
+    model: Model, layout: Layout, key: jax.Array, t0, t1, dt0, settings: SolverSettings
 ) -> dfx.MultiTerm:
-    """`MultiTerm(ODETerm(drift), NoiseTerm(diffusion, tree))` of a stochastic model, with a
-    `VirtualBrownianTree` over `[t0, t1]` generating the Lévy area `solver` needs (or, for
+    """`MultiTerm(ODETerm(drift), NoiseTerm(diffusion, tree))` of a stochastic model solved
+    with `settings`, with a `VirtualBrownianTree` over `[t0, t1]` resolving the solve's
+    shortest step ([`path_tol`][]) and generating the Lévy area its solver needs (or, for
     `brownian="steps"`, a [`StepBrownianPath`][] of step `dt0`).
 
     One key is one path for all solvers that need the same Lévy area ([`levy_area`][]: the
@@ -354,37 +312,54 @@ def sde_terms(
     increments alone cost about a third of increments with space-time Lévy area.
     """
     noise = type(model).noise
-    shape, levy = brownian_shape(layout, noise), levy_area(solver)
-    if brownian == "steps":
+    shape, levy = brownian_shape(layout, noise), levy_area(settings.solver)
+    if settings.brownian == "steps":
         tree = StepBrownianPath(t0, t1, dt0, key, shape, levy)
     else:
-        tol = brownian_tol(t0, t1, dt0)
+        tol = path_tol(settings, t0, t1, dt0)
         tree = dfx.VirtualBrownianTree(t0, t1, tol=tol, shape=shape, key=key, levy_area=levy)
     diffusion = NoiseTerm(DiffusionField(layout, noise.dim), tree)
     return dfx.MultiTerm(dfx.ODETerm(VectorField(layout, "rhs")), diffusion)
 
 
 def brownian_path(
-    model: Model, key, t0, t1, *, solver: str | dfx.AbstractSolver | None = None, dt0=None
-) -> dfx.VirtualBrownianTree:
-    """The Brownian path `simulate(model, t0=t0, t1=t1, key=key, solver=solver, dt0=dt0)`
-    integrates against: `path.evaluate(ta, tb)` gives `W(tb) - W(ta)`, shaped like the
-    state (diagonal noise; a dict for variables of different shapes) or `(dim,)` (general
-    noise). For checks against exact solutions, e.g. geometric Brownian motion.
+    model: Model,
+    key,
+    t0,
+    t1,
+    *,
+    solver: str | dfx.AbstractSolver | None = None,
+    dt0=None,
+    controller: str | dfx.AbstractStepSizeController | None = None,
+    max_steps: int | None = None,
+) -> BrownianPath | StepBrownianPath:
+    """The Brownian path `simulate(model, t0=t0, t1=t1, key=key, solver=solver, dt0=dt0,
+    controller=controller, max_steps=max_steps)` integrates against: `path.evaluate(ta,
+    tb)` gives `W(tb) - W(ta)`, shaped like the state (diagonal noise; a dict for variables
+    of different shapes) or `(dim,)` (general noise). For checks against exact solutions,
+    e.g. geometric Brownian motion.
 
     ```python
     w = ds.brownian_path(model, key, 0.0, 1.0, solver="euler", dt0=1e-3).evaluate(0.0, 1.0)
     ```
+
+    The tree is exact down to `path.resolution` (a quarter of a fixed step; an adaptive
+    solve's `(t1 - t0) / (256 · max_steps)`): a shorter increment is refused (a larger
+    `max_steps` gives a finer path, the same at every time down to the coarser one's
+    resolution). With `brownian="steps"`, a [`StepBrownianPath`][]: increments over single
+    steps only.
     """
     key = check_key(model, key)
     layout = Layout.of(model.initial_state())
-    given = dict(controller=None, rtol=None, atol=None, max_steps=None)
+    given = dict(rtol=None, atol=None, max_steps=max_steps, controller=controller)
     settings = sde_solver_settings(model, layout, solver=solver, dt0=dt0, **given)
     dtype = jnp.finfo(layout.dtype).dtype
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     dt0 = None if settings.dt0 is None else jnp.asarray(settings.dt0, dtype)
-    terms = sde_terms(model, layout, key, t0, t1, dt0, settings.solver, settings.brownian)
-    return terms.terms[1].control
+    path = sde_terms(model, layout, key, t0, t1, dt0, settings).terms[1].control
+    if settings.brownian == "steps":
+        return path
+    return BrownianPath(path, path_tol(settings, t0, t1, dt0))
 
 
 def noise_summary(model: Model) -> dict[str, str]:

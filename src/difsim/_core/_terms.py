@@ -6,8 +6,8 @@ import jax
 
 from difsim import solvers
 from difsim._core._model import Model
-from difsim._core._sde import sde_terms, step_controller
-from difsim._core._sde_steps import LatticeStepSize
+from difsim._core._sde import sde_terms
+from difsim._core._sde_steps import LatticeStepSize, sde_controller
 from difsim._core._vector_field import Layout, SpectrumField, VectorField
 
 
@@ -19,7 +19,7 @@ def model_terms(
     the diffusion, `MultiTerm(ODETerm, NoiseTerm)` (see [`sde_terms`][]). `settings`: the
     solve's `SolverSettings`."""
     if key is not None:
-        return sde_terms(model, layout, key, t0, t1, dt0, settings.solver, settings.brownian)
+        return sde_terms(model, layout, key, t0, t1, dt0, settings)
     if not settings.imex:
         return dfx.ODETerm(VectorField(layout, "rhs"))
     nonstiff = VectorField(layout, "rhs_nonstiff")
@@ -49,14 +49,21 @@ def check_stiff_term(model: Model, layout: Layout, solver, t0, dt0) -> None:
 
 
 def solve_controller(
-    settings, key: jax.Array | None, ts, final_only: bool, t0=None, restarts: bool = False
+    settings,
+    key: jax.Array | None,
+    ts,
+    final_only: bool,
+    t0=None,
+    restarts: bool = False,
+    t1=None,
 ):
-    """The step-size controller of a solve: the settings', made to step to the save
-    times `ts` for a stochastic model (`key`; see [`step_controller`][]); a fixed step of
-    a stochastic solve that events restart (`restarts`) stays on the lattice `t0 + k·dt0`
-    of the whole solve ([`LatticeStepSize`][])."""
+    """The step-size controller of a solve on `[t0, t1]`: the settings', made to step to
+    the save times `ts` for a stochastic model (`key`), and never below what its Brownian
+    tree resolves (see [`sde_controller`][]); a fixed step of a stochastic solve that
+    events restart (`restarts`) stays on the lattice `t0 + k·dt0` of the whole solve
+    ([`LatticeStepSize`][])."""
     if key is None:
         return settings.controller
     if restarts and isinstance(settings.controller, dfx.ConstantStepSize):
         return LatticeStepSize(t0)
-    return step_controller(settings.controller, ts, final_only)
+    return sde_controller(settings, ts, final_only, t0, t1)
