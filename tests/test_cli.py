@@ -148,8 +148,9 @@ def test_failed_solve_exits_1_and_keeps_partial_output(config, capsys):
     with xr.open_dataset("out/lorenz.nc") as result:
         assert int(result.status) == int(ds.Status.MAX_STEPS)
         assert np.isnan(result.x.values[-1]) and result.x.values[0] == 1.0
-    with pytest.raises(RuntimeError, match=r"failed \[MAX_STEPS\].*partial output in"):
+    with pytest.raises(ds.SolveError, match=r"failed \[MAX_STEPS\].*partial output in") as info:
         run_config(config, overrides={"solver.max_steps": 3}, plot=False)
+    assert info.value.status == ds.Status.MAX_STEPS
     result = run_config(config, overrides={"solver.max_steps": 3}, plot=False, throw=False)
     assert int(result.status) == int(ds.Status.MAX_STEPS)
 

@@ -41,7 +41,7 @@ from difsim._io import (
     recorded,
 )
 from difsim._plot import plot as plot_dataset
-from difsim._status import Status, max_steps_message
+from difsim._status import SolveError, Status, max_steps_message
 from difsim._sweep import run_sweep
 
 
@@ -305,7 +305,8 @@ def run_config(
     - `plot`: `False` skips the PNG; `True` follows `[output] plot`.
     - `progress`: `None` (default) as `difsim run`: shown for sweeps, fits and PDE solves (a
       bar on a terminal, log lines elsewhere); `True` also for an ODE solve; `False`: none.
-    - `throw`: if the solve fails, raise `RuntimeError` (after writing the partial output);
+    - `throw`: if the solve fails, raise [`SolveError`][difsim.SolveError] (a `RuntimeError`,
+      with the `status`; after writing the partial output);
       with `False` the failure is only recorded in the Dataset's `status`. A sweep
       (`[sweep]`) raises only if every trajectory failed; per-trajectory failures are in
       its `status` variable and `n_<status>` attributes. A fit (`[fit]`) raises if it
@@ -331,9 +332,10 @@ def run_config(
         where = f"; partial output in {result.output}" if result.output else ""
         what = "every trajectory of sweep" if experiment.sweep is not None else "simulate"
         message = status_message(result.status, experiment, result.dataset.attrs)
-        raise RuntimeError(
+        raise SolveError(
             f"{what}({experiment.model.cls.__name__}) failed "
-            f"[{result.status.name}]: {message}{where}"
+            f"[{result.status.name}]: {message}{where}",
+            status=result.status,
         )
     return result.dataset
 
