@@ -7,6 +7,7 @@ compiled loss, Jacobian and optimizer blocks are reused from test to test.
 """
 
 import json
+import re
 from pathlib import Path
 
 import equinox as eqx
@@ -191,6 +192,17 @@ def test_checkpoint_resume_equals_uninterrupted(tmp_path, caplog, monkeypatch):
     assert again.parameters == resumed.parameters
     with pytest.raises(ValueError, match="belongs to a different fit"):
         fit(START, data, {"alpha": Positive()}, steps=10, checkpoint=path, **kw)
+    # One bit flipped at 30 % or 50 % of this real checkpoint: refused naming the file
+    # (both were resumed from before it had a checksum).
+    intact = path.read_bytes()
+    for where in (0.3, 0.5):
+        damaged = bytearray(intact)
+        damaged[int(where * len(damaged))] ^= 0x01
+        path.write_bytes(bytes(damaged))
+        with pytest.raises(ValueError, match=re.escape(f"checkpoint '{path}' is corrupt")):
+            fit(START, data, FREE, steps=130, checkpoint=path, **kw)
+    path.write_bytes(intact)
+    assert fit(START, data, FREE, steps=130, checkpoint=path, **kw).parameters == again.parameters
 
 
 def test_result_outputs(noisy_lm, tmp_path):

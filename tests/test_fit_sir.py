@@ -151,7 +151,11 @@ def test_too_many_failures_stop_the_fit_keeping_the_best():
 
 def test_optimistix_rejects_failed_trial_points():
     res = fit(Capped(), CAPPED_DATA, {"k": Positive()}, max_steps=256)
-    assert res.status in ("converged", "diverged"), res.message
+    # The data's k = 0.7 lies past the wall at 0.6 where the model is NaN: the trust region
+    # stops against it, where a Gauss–Newton step would still lower the loss (by all of
+    # it): not a minimum, so stalled (issue 27.5), never converged.
+    assert res.status in ("stalled", "diverged"), res.message
+    assert res.status != "stalled" or res.newton_decrease > 0.5 * res.loss
     assert 0.59 < res.parameters["k"] < 0.6
     assert np.isfinite(res.loss)
 

@@ -302,8 +302,8 @@ def _estimate(problem: AbstractProblem, u, loss: float) -> Estimate:
 
 def _final_point(status: Status, stationary: bool | None, estimate: Estimate, loss) -> str:
     """The final-point test in words, to follow the status message."""
-    if stationary is None:
-        return ""
+    if stationary is None or status == Status.OPTIMIZER_FAILED:
+        return ""  # (a failed optimizer's message ends in its own words)
     words = step_words(estimate, loss, share=status == Status.FIT_STALLED)
     if status == Status.CONVERGED:
         return f", and the result passes the final-point test ({words})"
