@@ -66,11 +66,15 @@ class Estimate(NamedTuple):
     method: str = "Gauss–Newton"
 
 
-def gauss_newton_estimate(problem: AbstractProblem, u, scale: float | None = None) -> Estimate:
+def gauss_newton_estimate(
+    problem: AbstractProblem, u, scale: float | None = None, jacobian=None
+) -> Estimate:
     """The [`Estimate`][] of a least-squares fit at `u`: $\\hat\\sigma^2 (J^\\top J)^{-1}$
     with $\\hat\\sigma^2 = \\sum r_i^2/(n - p)$, or `scale` in its place (a weighting known
-    in advance, as a GMM's)."""
-    r, j_u = (np.asarray(a) for a in _residuals_and_jacobian(problem, u))
+    in advance, as a GMM's); `jacobian(problem, u) -> (r, dr/du)` if the problem has its
+    own."""
+    jacobian = _residuals_and_jacobian if jacobian is None else jacobian
+    r, j_u = (np.asarray(a) for a in jacobian(problem, u))
     dxdu = np.asarray(problem.derivative(u))
     # dr/dx = dr/du / (dx/du), elementwise transforms. A transform saturated at its bound
     # (dx/du = 0: exp underflowed, a sigmoid at 0 or 1) leaves that column undefined: NaN,

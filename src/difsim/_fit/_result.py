@@ -310,7 +310,7 @@ def _final_point(status: Status, stationary: bool | None, estimate: Estimate, lo
     if status == Status.FIT_STALLED:
         return f"; {words}. " + STALLED_ADVICE
     verdict = "passes" if stationary else "does not pass"
-    return f" (at the result {words}: it {verdict} the final-point test)"
+    return f"; at the result {words}: it {verdict} the final-point test"
 
 
 def _best_start(carry: Carry, history: np.ndarray, batched: bool):

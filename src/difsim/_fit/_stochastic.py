@@ -25,6 +25,7 @@ from jaxtyping import Array, Float
 from difsim._core import Model, check_seed, simulate
 from difsim._fit._data import FitData, fit_data
 from difsim._fit._diagnostics import Estimate, gauss_newton_estimate
+from difsim._fit._drivers import forward_jacobian
 from difsim._fit._kalman import KalmanProblem, check_linear, step_table
 from difsim._fit._shooting import AbstractProblem, SimOptions
 from difsim._fit._transforms import AbstractTransform
@@ -249,8 +250,18 @@ class MomentsProblem(AbstractProblem):
         """The [`Estimate`][] of a GMM fit: the covariance $(J^\\top J)^{-1}$ of the
         whitened residuals, in natural units (not rescaled by the residual variance: the
         weights are the moments' estimated covariance; `sigma2` is the J-statistic / dof)."""
-        estimate = gauss_newton_estimate(self, u, scale=1.0)
+        estimate = gauss_newton_estimate(self, u, scale=1.0, jacobian=_forward_jacobian)
         r = estimate.residuals
         dof = r.shape[0] - u.shape[0]
         j_stat = float(r @ r / dof) if dof > 0 else float("nan")
         return estimate._replace(sigma2=j_stat, dof=dof)
+
+
+@eqx.filter_jit
+def _jacobian(problem, u):
+    """Residuals and their forward-mode Jacobian, compiled (what the covariance uses)."""
+    return forward_jacobian(problem, u)
+
+
+def _forward_jacobian(problem, u):
+    return _jacobian(problem.with_adjoint("forward"), u)
