@@ -44,7 +44,7 @@ def test_brownian_path_on_a_long_span_has_brownian_increments(dt):
     # at a random place in it), of W and of the space-time Lévy area H (ShARK's, the
     # default solver's), standardized.
     path = ds.brownian_path(OU, jax.random.key(0), 0.0, SPAN)
-    assert path.resolution == SPAN * 2.0**-22  # (t1 - t0) / (256 · max_steps), 16384 steps
+    assert path.resolution == SPAN * 2.0**-21  # (t1 - t0) / (128 · max_steps), 16384 steps
     n = int(SPAN)
     ta = np.arange(n) + np.random.default_rng(1).uniform(0, 1 - dt, n)
     z_w, z_h = standardized(path, ta, ta + dt)
@@ -68,7 +68,7 @@ def test_adaptive_steps_on_a_long_span_see_brownian_increments():
     h = np.diff(ts)
     assert len(h) > 5000 and 0.01 < np.median(h) < 0.05  # the "steps ~0.03"
     path = ds.brownian_path(OU, other, 0.0, SPAN, max_steps=2**21)
-    dtmin = SPAN / (16 * 2**21)  # the controller's floor; the tree resolves 1/16 of it
+    dtmin = SPAN / (8 * 2**21)  # the controller's floor; the tree resolves 1/16 of it
     assert path.resolution == pytest.approx(dtmin / 16) and h[:-1].min() >= dtmin
     z_w, z_h = standardized(path, ts[:-1], ts[1:])
     _inside(z_w, "W")
@@ -86,7 +86,7 @@ def test_the_helper_takes_the_steps_simulate_takes():
 
 
 def test_a_step_below_what_the_tree_resolves_ends_the_solve_with_dt_min():
-    # On [0, 20000] with the default 16384 steps the floor is 20000 / (16 · 16384) = 0.076,
+    # On [0, 20000] with the default 16384 steps the floor is 20000 / (8 · 16384) = 0.15,
     # above the ~0.03 steps OU wants: the first retry below it stops the solve, DT_MIN,
     # instead of integrating a path the tree does not resolve.
     sol = ds.simulate(OU, t0=0.0, t1=SPAN, save="final", key=jax.random.key(0), throw=False)
@@ -106,13 +106,13 @@ def test_float32_times_cap_the_depth_of_the_tree():
     path = ds.brownian_path(model, jax.random.key(0), 0.0, 1.0, max_steps=2**24)
     assert path.resolution == pytest.approx(2.0**-24) and path.path.t0.dtype == jnp.float32
     fine = ds.brownian_path(OU, jax.random.key(0), 0.0, 1.0, max_steps=2**24)
-    assert fine.resolution == 2.0**-32
+    assert fine.resolution == 2.0**-31
 
 
 def test_an_increment_below_the_resolution_is_refused():
     path = ds.brownian_path(OU, jax.random.key(0), 0.0, 1.0)
     r = path.resolution
-    with pytest.raises(ValueError, match=r"shorter than the Brownian path's resolution 2.38e-07"):
+    with pytest.raises(ValueError, match=r"shorter than the Brownian path's resolution 4.77e-07"):
         path.evaluate(0.5, 0.5 + r / 2)
     inc = eqx.filter_jit(lambda a, b: path.evaluate(a, b))
     with pytest.raises(eqx.EquinoxRuntimeError, match="shorter than the path's resolution"):

@@ -344,7 +344,7 @@ def brownian_path(
     ```
 
     The tree is exact down to `path.resolution` (a quarter of a fixed step; an adaptive
-    solve's `(t1 - t0) / (256 · max_steps)`): a shorter increment is refused (a larger
+    solve's `(t1 - t0) / (128 · max_steps)`): a shorter increment is refused (a larger
     `max_steps` gives a finer path, the same at every time down to the coarser one's
     resolution). With `brownian="steps"`, a [`StepBrownianPath`][]: increments over single
     steps only.

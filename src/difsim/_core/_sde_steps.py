@@ -79,7 +79,7 @@ def sde_controller(settings: SolverSettings, ts, final_only: bool, t0, t1):
 def solve_dtmin(settings: SolverSettings, t0, t1):
     """The shortest step of an adaptive SDE solve of `settings` on `[t0, t1]` (times in the
     state's precision): the controller's own `dtmin` if it has one, else
-    `(t1 - t0) / (16 · max_steps)`, never below what the times' precision resolves (see
+    `(t1 - t0) / (8 · max_steps)`, never below what the times' precision resolves (see
     `_brownian.adaptive_dtmin`). `None` for fixed steps."""
     if settings.fixed_step:
         return None
