@@ -17,7 +17,8 @@ ends the solve with its own status:
   zero in the step). Found at the end of each pass.
 - **A non-finite condition** (`Status.NONFINITE`): NaN compares false with everything, so
   a NaN condition never fires. Checked at the start and end of each pass and, under an
-  adaptive step, on every step ([`ConditionGuard`][]).
+  adaptive step, on every step ([`ConditionGuard`][]: the solve stops where the
+  condition stops being finite).
 """
 
 from typing import NamedTuple
@@ -28,6 +29,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
 from difsim._core._event import Event
+from difsim._core._nonfinite import NonfiniteGuard, guard_nonfinite
 from difsim._core._vector_field import Layout, VectorField
 
 # Firings of one condition this many time tolerances apart, their spacing shrinking, are
@@ -84,6 +86,28 @@ def probe(events: tuple[Event, ...], layout: Layout, model, t, y):
     return jnp.stack(values), jnp.stack(rates)
 
 
+def accelerations(events: tuple[Event, ...], layout: Layout, model, t, y):
+    """Each root-found condition's second derivative along the solution at `(t, y)` (0
+    for a boolean condition), shape `(len(events),)`: whether a condition sitting on its
+    zero with zero rate leaves it forward or back."""
+    field = VectorField(layout, "rhs")
+    tangent = (jnp.ones_like(t), field(t, y, model))
+    out = []
+    for event in events:
+
+        def g_of(t, y, e=event):
+            return e.value(t, layout.view(y), model)
+
+        def rate(t, y, g_of=g_of):
+            return jax.jvp(g_of, (t, y), (jnp.ones_like(t), field(t, y, model)))[1]
+
+        if jnp.issubdtype(jax.eval_shape(g_of, t, y).dtype, jnp.floating):
+            out.append(jax.jvp(rate, (t, y), tangent)[1].astype(t.dtype))
+        else:
+            out.append(jnp.zeros_like(t))
+    return jnp.stack(out) if out else jnp.zeros((1,), t.dtype)
+
+
 def _signs(events: tuple[Event, ...], dtype) -> Float[Array, " root"]:
     """Per event, the sign its condition has before a crossing in its direction (+1 for
     "down", -1 for "up", 0 for both directions)."""
@@ -138,12 +162,15 @@ def too_close(watch: Watch, slot, t, res) -> Bool[Array, ""]:
 
 
 class ConditionGuard(dfx.AbstractAdaptiveStepSizeController):
-    """An adaptive controller that ends the solve with `RESULTS.nonfinite` at the first
-    step it would keep whose state is finite but where a real-valued condition of `events`
-    is NaN or infinite. Decisions are otherwise the wrapped `controller`'s; its tolerances
-    and norm are the guard's (implicit solvers read them)."""
+    """An adaptive controller that treats a step whose state is finite but where a
+    real-valued condition of `events` is NaN or infinite as a non-finite step: the
+    wrapped [`NonfiniteGuard`][difsim._core._nonfinite.NonfiniteGuard] refuses it and
+    shrinks the step, and ends the solve with `RESULTS.nonfinite` once the step is
+    negligible, at the time the condition stops being finite. Decisions are otherwise
+    the wrapped controller's; its tolerances and norm are the guard's (implicit solvers
+    read them)."""
 
-    controller: dfx.AbstractAdaptiveStepSizeController
+    controller: NonfiniteGuard
     events: tuple[Event, ...]
     layout: Layout
 
@@ -166,17 +193,15 @@ class ConditionGuard(dfx.AbstractAdaptiveStepSizeController):
         return self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
 
     def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, state):
-        keep, next_t0, next_t1, jump, state, result = self.controller.adapt_step_size(
-            t0, t1, y0, y1_candidate, args, y_error, error_order, state
-        )
         view = self.layout.view(y1_candidate)
         values = [e.value(t1, view, args) for e in self.events]
         real = [g for g in values if jnp.issubdtype(g.dtype, jnp.floating)]
-        stop = keep & _finite(jax.tree.leaves(y1_candidate)) & ~_finite(real)
-        result = dfx.RESULTS.where(stop, dfx.RESULTS.nonfinite, result)
-        # A refused step leaves the solve where it was (diffrax takes `next_t0` as is).
-        next_t0 = jnp.where(stop, t0, next_t0)
-        return keep & ~stop, next_t0, next_t1, jump, state, result
+        bad = _finite(jax.tree.leaves(y1_candidate)) & ~_finite(real)
+        y1_candidate = jax.tree.map(lambda v: jnp.where(bad, jnp.nan, v), y1_candidate)
+        y_error = jax.tree.map(lambda v: jnp.where(bad, jnp.inf, v), y_error)
+        return self.controller.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, state
+        )
 
 
 def _finite(arrays) -> Bool[Array, ""]:
@@ -184,8 +209,8 @@ def _finite(arrays) -> Bool[Array, ""]:
 
 
 def guard_conditions(controller, events: tuple[Event, ...], layout: Layout):
-    """`controller` wrapped in a [`ConditionGuard`][] for the real-valued `events`, when it
-    adapts the step (a fixed step is checked at the ends of each pass only)."""
+    """`controller` wrapped in a [`ConditionGuard`][] for `events`, when it adapts the step
+    (a fixed step is checked at the ends of each pass only)."""
     if not events or not isinstance(controller, dfx.AbstractAdaptiveStepSizeController):
         return controller
-    return ConditionGuard(controller, events, layout)
+    return ConditionGuard(guard_nonfinite(controller), events, layout)

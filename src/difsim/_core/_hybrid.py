@@ -26,7 +26,9 @@ from jax import lax
 from difsim._core._dense import DenseBuffer, DenseOutput, info_struct
 from difsim._core._event import Event
 from difsim._core._event_guard import (
+    ZENO_SPACINGS,
     Watch,
+    accelerations,
     accumulates,
     guard_conditions,
     lost,
@@ -195,14 +197,18 @@ def _next_scheduled(ctx: _Context, pointers):
 
 
 def _conditions(ctx: _Context, c: _Carry):
-    """`(conditions, values, signs)`: the root-found conditions of one pass starting at
-    `c.t`, their values there, and the signs they start the pass with: where a condition
-    sits on its zero, the sign it is heading to (a directional one that stays put, the
-    side before its crossing: it fires again if it then crosses)."""
-    root = tuple(ctx.plan.events[i] for i in ctx.plan.root)
+    """`(conditions, values, signs, stuck)`: the root-found conditions of one pass starting
+    at `c.t`, their values there, and the signs they start the pass with: where a
+    condition sits on its zero, the sign it is heading to. A directional one on its zero
+    with zero rate starts on the side before its crossing, so that it fires if it crosses;
+    `stuck` where the flow would take it back across sooner than the solve resolves (a
+    ball at rest on the floor: it would fire again and again at this time, Zeno)."""
+    root = _root(ctx)
     t, y = lax.stop_gradient(c.t), lax.stop_gradient(c.y)
     values, rates = probe(root, ctx.layout, ctx.model, t, y)
-    conds, signs = [], []
+    curving = accelerations(root, ctx.layout, ctx.model, t, y)
+    res = resolution(ctx.plan.root_finder, t)
+    conds, signs, stuck = [], [], jnp.asarray(False)
     for j, event in enumerate(root):
         g, g_dot = values[j], rates[j]
         before = {None: jnp.nan, True: -1.0, False: 1.0}[event.direction]
@@ -211,8 +217,12 @@ def _conditions(ctx: _Context, c: _Carry):
         start = jnp.where(near, heading, jnp.nan).astype(c.t.dtype)
         conds.append(_Condition(event, ctx.layout, c.t, start))
         signs.append(jnp.where(jnp.isnan(start), jnp.sign(g), start))
+        # Back across its zero sooner than can be resolved (a flight of 2 |g'| / |g''|).
+        back = (g_dot * before >= 0) & (curving[j] * before < 0)
+        brief = 2 * jnp.abs(g_dot) < jnp.abs(curving[j]) * ZENO_SPACINGS * res
+        stuck = stuck | (near & back & brief)
     signs = jnp.stack(signs) if signs else jnp.zeros((1,), c.t.dtype)
-    return tuple(conds), values, signs
+    return tuple(conds), values, signs, stuck
 
 
 def _solve_pass(ctx: _Context, c: _Carry, conds, t_stop):
@@ -255,8 +265,8 @@ def _pass(ctx: _Context, c: _Carry) -> _Carry:
     """One pass of the loop: solve to the next event (or `t1`), then apply it."""
     active = ~c.done
     t_sched, k_sched = _next_scheduled(ctx, c.pointers)
-    conds, g_start, s_start = _conditions(ctx, c)
-    go = active & jnp.all(jnp.isfinite(g_start))  # else it ends here, NONFINITE (_verdict)
+    conds, g_start, s_start, stuck = _conditions(ctx, c)
+    go = active & jnp.all(jnp.isfinite(g_start)) & ~stuck  # else it ends here (_verdict)
     sol = _solve_pass(ctx, c, conds, jnp.where(go, jnp.minimum(t_sched, ctx.t1), c.t))
     t_stop = sol.ts[-1][0].astype(c.t.dtype)
     y_stop = jax.tree.map(lambda v, old: v[0].astype(old.dtype), sol.ys[-1], c.y)
@@ -268,9 +278,15 @@ def _pass(ctx: _Context, c: _Carry) -> _Carry:
     live = active & ~over
     fires = live & (root_fired | timed_fires)
     failed = live & ~(ok | root_fired)
+    # Under vmap, once one lane has an event diffrax root-finds every lane: a failed lane's
+    # end is then its refused last step's end, interpolated. Keep its pass's start instead.
+    moved = failed & eqxi.unvmap_any(root_fired)
+    t_stop = jnp.where(moved, c.t, t_stop)
+    y_stop = jax.tree.map(lambda old, new: jnp.where(moved, old, new), c.y, y_stop)
     slot, which = _which(ctx, sol, root_fired, k_sched)
     values, rates = probe(_root(ctx), ctx.layout, ctx.model, *lax.stop_gradient((t_stop, y_stop)))
-    verdict, watch = _verdict(ctx, c, (g_start, s_start, values, rates), slot, root_fired, t_stop)
+    probes = (g_start, s_start, stuck, values, rates)
+    verdict, watch = _verdict(ctx, c, probes, slot, root_fired, t_stop)
     verdict = jnp.where(live & ~failed, verdict, -1)  # -1: none; else the status it ends with
     stopped = verdict >= 0
     limit = fires & ~stopped & (c.record.count >= ctx.plan.max_events)
@@ -312,11 +328,12 @@ def _root(ctx: _Context) -> tuple[Event, ...]:
 def _verdict(ctx: _Context, c: _Carry, probes, slot, root_fired, t_stop):
     """`(status, watch)`: the status a pass ends the solve with where detection failed (-1:
     none; see `_event_guard.py`): `NONFINITE` for a condition NaN or infinite at the pass's
-    start or end, `ZENO` for a firing of an accumulating sequence, `EVENT_LOST` for a lost
-    crossing; and the Zeno watch with this pass's firing, to keep if it is applied."""
+    start or end, `ZENO` for a firing of an accumulating sequence (or a condition the flow
+    pushes across its zero as soon as it fired), `EVENT_LOST` for a lost crossing; and the
+    Zeno watch with this pass's firing, to keep if it is applied."""
     if not ctx.plan.root:
         return jnp.asarray(-1, jnp.int32), c.watch
-    g_start, s_start, values, rates = probes
+    g_start, s_start, stuck, values, rates = probes
     root = _root(ctx)
     res = resolution(ctx.plan.root_finder, lax.stop_gradient(t_stop))
     nonfinite = ~jnp.all(jnp.isfinite(g_start) & jnp.isfinite(values))
@@ -324,7 +341,7 @@ def _verdict(ctx: _Context, c: _Carry, probes, slot, root_fired, t_stop):
     # A root at the wrong crossing right after the same event's last firing: an
     # unresolvable bounce (Zeno) rather than a crossing lost in a long step.
     unresolved = wrong_way(root, rates, slot) & too_close(c.watch, slot, t_stop, res)
-    zeno = root_fired & (zeno | unresolved)
+    zeno = (root_fired & (zeno | unresolved)) | stuck
     missed = lost(root, s_start, values, rates, slot, root_fired, res)
     verdict = jnp.where(missed, int(Status.EVENT_LOST), -1)
     verdict = jnp.where(zeno, int(Status.ZENO), verdict)
