@@ -89,8 +89,14 @@ def test_a_step_below_what_the_tree_resolves_ends_the_solve_with_dt_min():
     # On [0, 20000] with the default 16384 steps the floor is 20000 / (8 · 16384) = 0.15,
     # above the ~0.03 steps OU wants: the first retry below it stops the solve, DT_MIN,
     # instead of integrating a path the tree does not resolve.
-    sol = ds.simulate(OU, t0=0.0, t1=SPAN, save="final", key=jax.random.key(0), throw=False)
-    assert ds.Status(int(sol.status)) == ds.Status.DT_MIN and int(sol.num_steps) < 5000
+    match = r"\[DT_MIN\].*Brownian path resolves.*raise max_steps"
+    with pytest.raises(ds.SolveError, match=match) as failed:
+        ds.simulate(OU, t0=0.0, t1=SPAN, save="final", key=jax.random.key(0))
+    assert failed.value.status == ds.Status.DT_MIN
+    assert int(failed.value.solution.num_steps) < 5000
+    # A Monte Carlo sweep's paths are simulate's, the same floor and tree included.
+    swept = ds.sweep(OU, samples=2, seed=3, t0=0.0, t1=SPAN, save="final", keep="final")
+    assert swept.attrs["n_dt_min"] == 2 and "n_success" in swept.attrs
     # A controller's own dtmin sets the floor, and the tree resolves a sixteenth of it.
     pid = dfx.PIDController(rtol=1e-3, atol=1e-3, dtmin=2e-3)
     path = ds.brownian_path(OU, jax.random.key(0), 0.0, SPAN, controller=pid)
@@ -120,3 +126,11 @@ def test_an_increment_below_the_resolution_is_refused():
     # W(t) itself is exact at every time: from the path's start, and at one time.
     assert np.all(np.isfinite(np.asarray(path.evaluate(0.0, r / 2))))
     assert np.asarray(inc(jnp.asarray(0.5), jnp.asarray(0.5 + r))).shape == (1,)
+
+
+def test_a_monte_carlo_sweep_integrates_the_paths_simulate_does():
+    # Path s has the key fold_in(key(seed), s): the same adaptive solve, tree and floor.
+    swept = ds.sweep(OU, samples=3, seed=3, t0=0.0, t1=10.0, save="final", keep="final")
+    keys = [jax.random.fold_in(jax.random.key(3), s) for s in range(3)]
+    alone = [float(ds.simulate(OU, t0=0.0, t1=10.0, save="final", key=k).final["x"]) for k in keys]
+    np.testing.assert_allclose(swept["x"].values, alone, rtol=1e-12)

@@ -54,7 +54,9 @@ class Status(enum.IntEnum):
         3,
         "dt_min",
         "the step size fell below dtmin; the problem may be stiff (try 'kvaerno5') or the "
-        "solution may blow up",
+        "solution may blow up (an adaptive SDE solve's dtmin is the finest step its Brownian "
+        "path resolves, (t1 - t0) / (8 max_steps) unless its controller sets one: raise "
+        "max_steps)",
     )
     NONFINITE = (
         4,
