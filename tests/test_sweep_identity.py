@@ -168,9 +168,11 @@ print(code_text(Decay))
 """
 
 
-def _code_text_in_subprocess(cwd: Path, define: str) -> str:
+def _code_text_in_subprocess(cwd: Path, define: str, hash_seed: str | None = None) -> str:
     script = CODE_TEXT.format(define=textwrap.dedent(define))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if hash_seed is not None:
+        env["PYTHONHASHSEED"] = hash_seed
     done = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True,
                           text=True, timeout=120, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -202,6 +204,37 @@ def test_code_identity_is_stable_and_sees_helpers_and_sourceless_classes(tmp_pat
     other = _code_text_in_subprocess(tmp_path, inline.replace("-self.k", "-2 * self.k"))
     assert len(sourceless) == 1 and other not in sourceless
     assert "no source: bytecode" in other
+
+
+UNORDERED = """
+def half(k):
+    return k / 2
+
+
+def double(k):
+    return 2 * k
+
+
+class Tag:
+    pass
+
+
+RATES = {half, double}  # iterated by the functions' ids: their addresses
+WEIGHTS = dict.fromkeys({"alpha", "beta", "gamma", "delta"}, 1.0)  # by string hashes
+TAGGED = {Tag(): 1.0}  # a key whose repr holds its address
+"""
+
+
+def test_code_identity_of_sets_and_dicts_is_the_same_in_every_process(tmp_path):
+    # Review: a set of functions, a dict filled from a set of strings and a dict keyed by
+    # an object were hashed in their iteration order or by their repr (addresses, the
+    # process's string hashes): each process computed another hash for the same code, so
+    # a sweep could never be resumed or found complete by the next command.
+    source = MODEL.replace("-self.k * s.y", "-sum(f(self.k) for f in RATES) * s.y")
+    (tmp_path / "unordered.py").write_text(source + UNORDERED)
+    define = "sys.path.insert(0, '.')\nfrom unordered import Decay"
+    texts = {_code_text_in_subprocess(tmp_path, define, seed) for seed in ("1", "2", "3")}
+    assert len(texts) == 1, texts
 
 
 def test_the_devices_and_xla_flags_are_part_of_the_identity(monkeypatch):

@@ -47,6 +47,7 @@ _SKIP_ATTRS = frozenset(
      "__firstlineno__", "__static_attributes__", "__orig_bases__", "__parameters__"}
 )  # fmt: skip
 _MAX_ITEMS = 2000  # code objects and values walked per class: bounded work on odd globals
+_MAX_SORT_ITEMS = 64  # walked per entry to order a set or dict (`_alone`)
 
 _CODE: "weakref.WeakKeyDictionary[type, str]" = weakref.WeakKeyDictionary()
 
@@ -105,8 +106,8 @@ def _is_library(module: str | None) -> bool:
 class _Walk:
     """Feeds the bytecode and values a class's functions reach into `digest`, once each."""
 
-    def __init__(self, digest):
-        self.digest, self.seen, self.open, self.left = digest, set(), set(), _MAX_ITEMS
+    def __init__(self, digest, left: int = _MAX_ITEMS):
+        self.digest, self.seen, self.open, self.left = digest, set(), set(), left
 
     def put(self, text: str) -> None:
         self.digest.update(text.encode() + b"\0")
@@ -185,15 +186,19 @@ class _Walk:
             self.open.discard(id(v))
 
     def _items(self, v) -> None:
+        # A set iterates in the order of its members' hashes (ids, and string hashes that
+        # differ between processes), and a dict in the order it was filled, perhaps from a
+        # set: both are walked in the order of a hash of each entry, the same everywhere.
+        # (Not by `repr`: an object's default one holds its memory address.)
         if isinstance(v, dict):
-            items = list(v.items())
-        elif isinstance(v, set | frozenset):  # iteration order varies between processes
-            items = sorted(((repr(x), x) for x in v), key=lambda kv: kv[0])
+            items = sorted(v.items(), key=lambda kv: (_alone(kv[0]), _alone(kv[1])))
+        elif isinstance(v, set | frozenset):
+            items = list(enumerate(sorted(v, key=_alone)))
         else:
             items = list(enumerate(v))
         self.put(f"{type(v).__name__} {len(items)}")
         for key, item in items:
-            self.put(repr(key) if not isinstance(key, str) else key)
+            self.value(key)
             self.value(item)
             self.left -= 1
             if self.left < 0:
@@ -242,6 +247,14 @@ class _Walk:
             return False
         self.seen.add(id(obj))
         return True
+
+
+def _alone(value: Any) -> str:
+    """A hash of `value` walked on its own (at most `_MAX_SORT_ITEMS` items): a key to
+    order a set's members or a dict's entries by, the same in every process."""
+    walk = _Walk(hashlib.sha256(), left=_MAX_SORT_ITEMS)
+    walk.value(value)
+    return walk.digest.hexdigest()
 
 
 def environment(devices) -> dict[str, str]:
