@@ -30,7 +30,8 @@ class BouncingBall(Model):
     landings accumulate at $t_\infty = t_1 (1 + e)/(1 - e)$ (Zeno behaviour: infinitely
     many bounces in finite time). The event `bounce` stops the solve (`Status.EVENT`) once
     the speed after a bounce is below `v_rest`; with `v_rest = 0` the bounces go on until
-    the event cap ends the solve (`Status.EVENT_LIMIT`).
+    their spacing is below what the tolerances resolve (`Status.ZENO`, at $t_\infty$) or
+    the event cap ends the solve (`Status.EVENT_LIMIT`), whichever comes first.
 
     **Parameters:** `g` (gravitational acceleration, m/s²; default 9.81), `e` (coefficient
     of restitution, 1; 0.8), `v_rest` (speed after a bounce below which the ball is taken

@@ -31,6 +31,10 @@ def test_events_doc_numbers(run_doc):
     zeno = doc["zeno"]
     assert doc["ds"].Status(int(zeno.status)).name == "EVENT_LIMIT"
     np.testing.assert_allclose(float(zeno.t_end), landings(21)[-1], rtol=1e-9)
+    # Without the cap: Status.ZENO where the landings accumulate, t_1 (1 + e) / (1 - e).
+    rests, t_inf = doc["rests"], np.sqrt(2 * H0 / G) * 1.8 / 0.2
+    assert doc["ds"].Status(int(rests.status)).name == "ZENO" and int(rests.events.count) == 86
+    np.testing.assert_allclose(float(rests.t_end), t_inf, atol=1e-7)
     # Landing-time derivatives: dt_n/dh0 = t_n / (2 h0), dt_n/de = 2 t_1 sum_{k<n} k e^(k-1).
     t1 = np.sqrt(2 * H0 / G)
     np.testing.assert_allclose(np.asarray(doc["d_h0"]), landings(3) / (2 * H0), rtol=1e-7)
