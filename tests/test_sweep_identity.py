@@ -10,6 +10,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import xarray as xr
@@ -277,3 +280,34 @@ def test_a_monte_carlo_sweeps_identity_covers_the_same(monkeypatch):
     assert (everywhere.settings["xla"], flagged.settings["xla"]) == (flags, "")
     assert flagged.attrs["xla_flags"] == ""
     assert len({everywhere.sweep_hash, one.sweep_hash, flagged.sweep_hash}) == 3
+
+
+WRAPPED = MODEL.replace("-self.k * s.y", "-rate(self.k) * NET(jnp.ones(1))[0] * s.y")
+
+
+def _sourceless_class(**scope) -> type:
+    """`Decay` of `WRAPPED`, run where no source is kept, against the globals `scope`."""
+    namespace = {"__name__": "difsim_review_wrapped", "jnp": jnp, **scope}
+    exec(compile(WRAPPED, "<no source>", "exec"), namespace)
+    return namespace["Decay"]
+
+
+def test_code_identity_sees_jitted_helpers_and_library_modules_weights():
+    # Review: a helper wrapped by jax.jit (or custom_jvp, eqx.filter_jit) and a library
+    # module's arrays (an equinox MLP's weights) counted by their type alone, so another
+    # helper or other weights were taken for the same code.
+    def net(seed):
+        return eqx.nn.Linear(1, 1, key=jax.random.PRNGKey(seed))
+
+    def once(k):
+        return k
+
+    def twice(k):
+        return 2 * k
+
+    base = code_text(_sourceless_class(rate=jax.jit(once), NET=net(0)))
+    assert "no source: bytecode" in base
+    assert code_text(_sourceless_class(rate=jax.jit(once), NET=net(0))) == base
+    assert code_text(_sourceless_class(rate=jax.jit(twice), NET=net(0))) != base
+    assert code_text(_sourceless_class(rate=jax.custom_jvp(twice), NET=net(0))) != base
+    assert code_text(_sourceless_class(rate=jax.jit(once), NET=net(1))) != base

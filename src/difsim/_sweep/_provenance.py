@@ -28,6 +28,7 @@ import types
 import weakref
 from typing import Any
 
+import equinox as eqx
 import jax
 import numpy as np
 
@@ -150,11 +151,18 @@ class _Walk:
             self._object(v)
 
     def _object(self, v) -> None:
-        """An object of another kind: its type, and for one of a class outside the
-        libraries (a settings object a helper reads) its class and attributes too."""
+        """An object of another kind: its type; for one of a class outside the libraries
+        (a settings object a helper reads) its class and attributes too; for a library's
+        wrapper of a function (`jax.jit`, `jax.custom_jvp`, `eqx.filter_jit`) that
+        function; for a library's module (`eqx.nn.MLP`, a diffrax term) its fields."""
         kind = type(v)
         self.put(f"object {kind.__module__}.{kind.__qualname__}")
         if _is_library(kind.__module__):
+            wrapped = _wrapped(v)
+            if wrapped is not None:
+                self.function(wrapped)
+            elif isinstance(v, eqx.Module):  # its arrays (weights) and functions
+                self._container(vars(v))
             return
         self.cls(kind)
         attributes = getattr(v, "__dict__", None)
@@ -224,7 +232,10 @@ class _Walk:
         """A code object: its bytecode and names (not its file or line numbers), its
         constants (nested code included), and the globals its names find in `scope`."""
         self.digest.update(co.co_code)
-        self.put(" ".join((*co.co_names, "|", *co.co_varnames, "|", *co.co_freevars)))
+        # The signature too: `f(a, b)` and `f(a, *, b)` compile to the same bytecode.
+        counts = (co.co_argcount, co.co_posonlyargcount, co.co_kwonlyargcount, co.co_flags)
+        self.put(" ".join((*map(str, counts), *co.co_names, "|", *co.co_varnames, "|",
+                           *co.co_freevars)))  # fmt: skip
         for const in co.co_consts:
             if isinstance(const, types.CodeType):
                 self.code(const, scope)
@@ -247,6 +258,15 @@ class _Walk:
             return False
         self.seen.add(id(obj))
         return True
+
+
+def _wrapped(v: Any) -> types.FunctionType | None:
+    """The function a library's wrapper `v` calls (its `__wrapped__`), if any."""
+    try:
+        wrapped = getattr(v, "__wrapped__", None)
+    except Exception:  # an object whose attribute lookup fails in its own way
+        return None
+    return wrapped if isinstance(wrapped, types.FunctionType) else None
 
 
 def _alone(value: Any) -> str:
