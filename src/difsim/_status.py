@@ -124,9 +124,9 @@ class Status(enum.IntEnum):
         "the events of one condition accumulate in finite time (Zeno behaviour, e.g. a ball "
         "bouncing ever faster as it comes to rest): their spacing shrank geometrically below "
         "what the solve's tolerances resolve, so it stopped at the first event it cannot "
-        "resolve (t_end, within a few time tolerances of where they accumulate; y_end the "
-        "state just before it); end the solve before t_end, or give the event a terminal "
-        "condition (e.g. stop once the ball is at rest) or a model of what follows",
+        "resolve (t_end, within ~100 time tolerances atol + rtol*|t| of where they "
+        "accumulate; y_end the state just before it); end the solve before t_end, or give "
+        "the event a terminal condition (e.g. stop once the ball is at rest)",
     )
     EVENT_LOST = (
         18,
