@@ -13,7 +13,10 @@ $\Delta \le \mathrm{atol} + \mathrm{rtol}\,|\mathrm{loss}|$ (the optimizer's own
 tolerances, the form of optimistix's test on the loss) or $d \le$ [`STEP_STDERR`][]: a
 further step would change the loss by less than the tolerance, or move the estimates by
 less than a tenth of their uncertainty. A likelihood fit uses the Hessian of its negative
-log-likelihood for $J^\top J$ and $\hat\sigma^2 = 1$.
+log-likelihood for $J^\top J$ and $\hat\sigma^2 = 1$. The tolerance is never below what the
+dtype can show: [`ROUNDING`][] eps of the loss, plus the decrease that the rounding of
+the residuals alone predicts (`Estimate.floor`; a float32 fit of exact data of size 1e4
+has $\Delta \approx 10^{-7}$ at the truth, above the default `atol` of 1e-8).
 
 **Warnings** ([`FitWarning`][]): relative standard errors above 100 %; a near-singular
 $J^\top J$ (its condition number, columns scaled to unit length, within a factor 1000 of
@@ -37,6 +40,9 @@ STEP_STDERR = 0.1  # a result is stationary if a Newton step moves it less (stan
 REL_ERROR = 1.0  # warn above 100 % relative standard error
 SINGULAR_DIGITS = 3  # warn when the covariance keeps fewer digits than this
 R2_MIN = 0.5  # warn when the fit explains less of the data's variation
+# The rounding of a loss or a residual, in eps of its dtype times its size (an ODE solve
+# accumulates some): a decrease below it cannot be told from rounding.
+ROUNDING = 10.0
 
 
 class FitWarning(UserWarning):
@@ -54,7 +60,8 @@ class Estimate(NamedTuple):
     `residuals` `(m,)`, `sigma2` and `dof`; `curvature` `(p, p)`, the Gauss–Newton (or
     observed-information) Hessian in the unconstrained coordinates; `decrease` and `step`:
     the loss a (Gauss–)Newton step from the result would remove, and that step's length in
-    standard errors (NaN where undefined)."""
+    standard errors (NaN where undefined); `floor`: the decrease that rounding the
+    residuals in their dtype alone would predict (0 where not estimated)."""
 
     covariance: np.ndarray
     residuals: np.ndarray
@@ -64,6 +71,7 @@ class Estimate(NamedTuple):
     decrease: float
     step: float
     method: str = "Gauss–Newton"
+    floor: float = 0.0
 
 
 def gauss_newton_estimate(
@@ -93,7 +101,31 @@ def gauss_newton_estimate(
     except np.linalg.LinAlgError:
         cov = np.full((p, p), np.nan)
     decrease = projected_decrease(r, j_u)
-    return Estimate(cov, r, sigma2, dof, j_u.T @ j_u, decrease, _in_stderr(decrease, factor))
+    step = _in_stderr(decrease, factor)
+    floor = rounding_decrease(problem, r, p)
+    return Estimate(cov, r, sigma2, dof, j_u.T @ j_u, decrease, step, floor=floor)
+
+
+def rounding_decrease(problem: AbstractProblem, r: np.ndarray, p: int) -> float:
+    r"""$\tfrac12 (p/m) \sum_i (c\,\varepsilon\,s_i)^2$: the decrease $\tfrac12\|P r\|^2$
+    that rounding errors of the `m` data residuals (the first of `r`) would show, each of
+    size [`ROUNDING`][] `eps` of its scale $s_i$ ($|w_i z_i|$; $|w_i|(1 + |\log z_i|)$ for
+    lognormal noise), `p` of whose `m` directions the projection keeps. 0 for problems
+    without such residuals."""
+    if problem.noise not in ("gaussian", "lognormal") or hasattr(problem, "covariance"):
+        return 0.0
+    data = problem.data
+    mask, w, z = (np.asarray(a) for a in (data.mask, data.weights, data.values))
+    if problem.noise == "lognormal":
+        scale = np.abs(w) * (1.0 + np.abs(np.log(np.where(mask, z, 1.0))))
+    else:
+        scale = np.abs(w * z)
+    scale = np.where(mask, scale, 0.0)
+    m = int(np.sum(mask))
+    if m == 0 or not np.all(np.isfinite(scale)):
+        return 0.0
+    eps = np.finfo(r.dtype).eps
+    return 0.5 * p / m * float(np.sum((ROUNDING * eps * scale) ** 2))
 
 
 def projected_decrease(r: np.ndarray, jac: np.ndarray) -> float:
@@ -147,10 +179,14 @@ def is_stationary(estimate: Estimate, loss: float, tolerances) -> bool | None:
     decrease, step = estimate.decrease, estimate.step
     if not np.isfinite(decrease):
         return None
+    # Never below what the dtype can show (module docstring).
+    eps = np.finfo(estimate.residuals.dtype).eps
+    allowed = estimate.floor + ROUNDING * eps * abs(loss)
     if tolerances is not None:
         rtol, atol = tolerances
-        if decrease <= atol + rtol * abs(loss):
-            return True
+        allowed += atol + rtol * abs(loss)
+    if decrease <= allowed:
+        return True
     return bool(np.isfinite(step) and step <= STEP_STDERR)
 
 
