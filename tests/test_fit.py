@@ -6,6 +6,7 @@ difsim itself. All fits share one problem shape (9 times, 2 observed variables),
 compiled loss, Jacobian and optimizer blocks are reused from test to test.
 """
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -203,6 +204,20 @@ def test_checkpoint_resume_equals_uninterrupted(tmp_path, caplog, monkeypatch):
             fit(START, data, FREE, steps=130, checkpoint=path, **kw)
     path.write_bytes(intact)
     assert fit(START, data, FREE, steps=130, checkpoint=path, **kw).parameters == again.parameters
+    # The same settings over edited data, another fixed value of the model (its predators'
+    # start) or another model class: another fit, never resumed from (it used to be).
+    edited = data.copy(deep=True)
+    edited["hare"][3] = edited["hare"][3] * 1.01
+    other = START.replace(**{"state.predator": 4.5})
+
+    class Renamed(type(START)):
+        pass
+
+    renamed = Renamed(**{f.name: getattr(START, f.name) for f in dataclasses.fields(START)})
+    for model, observed in ((START, edited), (other, data), (renamed, data)):
+        with pytest.raises(ValueError, match="the data, the model's parameters or initial"):
+            fit(model, observed, FREE, steps=130, checkpoint=path, **kw)
+    assert path.read_bytes() == intact
 
 
 def test_result_outputs(noisy_lm, tmp_path):

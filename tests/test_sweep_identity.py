@@ -1,4 +1,4 @@
-"""A sweep's identity covers what decides its numbers (`difsim._sweep._provenance`): the
+"""A sweep's identity covers what decides its numbers (`difsim._io._provenance`): the
 model's code, the library versions, XLA_FLAGS and the devices. Issue 27, point 1: a sweep of
 `decay.py:Decay`, run, the file's rhs edited (`-k*y` -> `-2*k*y`) and run again, used to
 report "already holds this sweep's result" and return exp(-k t) again."""
@@ -19,8 +19,8 @@ import xarray as xr
 
 import difsim as ds
 from difsim._config._imports import load_model_file
+from difsim._io import code_text
 from difsim._sweep import SweepOutputError, run_sweep
-from difsim._sweep._provenance import code_text
 
 K = np.array([0.5, 1.0, 2.0])
 MODEL = """\
@@ -165,7 +165,7 @@ def test_unfinished_chunks_of_the_old_code_are_not_resumed(tmp_path):
 
 CODE_TEXT = """
 import sys
-from difsim._sweep._provenance import code_text
+from difsim._io import code_text
 {define}
 print(code_text(Decay))
 """

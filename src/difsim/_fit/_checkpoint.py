@@ -157,6 +157,12 @@ def _check_header(path: Path, saved, header: dict) -> None:
             "it or use another path"
         )
     for key, value in header.items():
+        if key == "problem" and saved.get(key) != value:
+            raise ValueError(
+                f"checkpoint {str(path)!r} belongs to a different fit: the data, the model's "
+                "parameters or initial state, or the model's code changed since it was "
+                "written; delete it (the fit then starts afresh) or use another path"
+            )
         if saved.get(key) != value:
             raise ValueError(
                 f"checkpoint {str(path)!r} belongs to a different fit ({key}: "

@@ -7,6 +7,7 @@ the last good parameters, and too many rejections in a row stop the fit. The out
 each start is a [`Status`][] code held in the loop state.
 """
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -18,10 +19,11 @@ import optimistix as optx
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
+from difsim._core import Model
 from difsim._fit._checkpoint import load_checkpoint, save_checkpoint
 from difsim._fit._drivers import AbstractDriver
 from difsim._fit._shooting import AbstractProblem
-from difsim._io import Progress, progress as progress_display
+from difsim._io import Progress, code_text, progress as progress_display
 from difsim._status import Status, library_message
 
 BLOCK = 50  # steps per compiled block (fixed, so a resumed fit replays the same program)
@@ -142,6 +144,7 @@ def run(
         shape=list(u0.shape),
         coord=problem.data.coord,
         n=int(problem.data.times.shape[0]),
+        problem=problem_identity(problem),
     )
     if path is not None and path.exists():
         history, carry = load_checkpoint(path, header, carry)
@@ -240,3 +243,22 @@ def result_message(status: Status, result: int, steps: int, driver: AbstractDriv
         f"completed {steps} steps (optax optimizers have no convergence test: check that "
         "the loss history has flattened)"
     )
+
+
+def problem_identity(problem: AbstractProblem) -> str:
+    """`"sha256:<hex>"` of what decides a fit's numbers besides its settings: every array
+    of `problem` (the data's times, values and weights; the model's parameters and initial
+    state) with its dtype and shape, and the code of each model class in it
+    (`difsim._io.code_text`). A checkpoint of the same settings over edited data or model
+    code is then another fit's, refused rather than resumed from."""
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(eqx.filter(problem, eqx.is_array)):
+        if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):  # a stochastic fit's keys
+            leaf = jax.random.key_data(leaf)
+        value = np.asarray(leaf)
+        digest.update(f"{value.dtype.str}{value.shape}".encode())
+        digest.update(np.ascontiguousarray(value).tobytes())
+    models = jax.tree.leaves(problem, is_leaf=lambda x: isinstance(x, Model))
+    for cls in dict.fromkeys(type(m) for m in models if isinstance(m, Model)):
+        digest.update(code_text(cls).encode())
+    return "sha256:" + digest.hexdigest()

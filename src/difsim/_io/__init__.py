@@ -60,6 +60,12 @@ from difsim._io._progress import (
     progress as progress,
     receiving as receiving,
 )
+from difsim._io._provenance import (
+    code_text as code_text,
+    environment as environment,
+    environment_attrs as environment_attrs,
+    versions_text as versions_text,
+)
 from difsim._io._text import plain_text as plain_text
 from difsim._io._xarray import (
     attr_value as attr_value,

@@ -25,16 +25,17 @@ from difsim._core import state_key, state_var
 from difsim._io import (
     attr_value,
     cf_attrs,
+    code_text,
     coord_attrs,
     model_title,
     param_attrs,
     parameter_attr,
     time_attrs,
     var_attrs,
+    versions_text,
 )
 from difsim._status import Status, flag_attrs
 from difsim._sweep._options import SolverChoice, SweepTimes
-from difsim._sweep._provenance import code_text, versions_text
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 
 from difsim._core import Model, SaveSpec
+from difsim._io import environment, environment_attrs
 from difsim._sweep._chunking import bytes_per_trajectory
 from difsim._sweep._layout import (
     coord_meta,
@@ -24,7 +25,6 @@ from difsim._sweep._layout import (
 )
 from difsim._sweep._observables import _var_dims as var_dims
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
-from difsim._sweep._provenance import environment, environment_attrs
 from difsim._sweep._samples import PathSweep
 from difsim._sweep._setup import choose_engine, resolve_solver
 from difsim._sweep._statistics import BINS, BLOCK, MOMENTS, PILOT, StatsPlan, plan_statistics

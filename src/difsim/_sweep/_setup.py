@@ -27,7 +27,7 @@ from difsim._core import (
     solver_settings,
 )
 from difsim._ensemble import unsupported
-from difsim._io import attr_value
+from difsim._io import attr_value, environment, environment_attrs
 from difsim._sweep._chunking import bytes_per_trajectory
 from difsim._sweep._dataset import DatasetTemplate
 from difsim._sweep._events import event_attrs, event_outputs, with_event_cap
@@ -46,7 +46,6 @@ from difsim._sweep._layout import (
 from difsim._sweep._memo import LRU, Unkeyable, freeze
 from difsim._sweep._observables import KeepPlan, plan_keep
 from difsim._sweep._options import SolverChoice, SweepOptions, SweepTimes
-from difsim._sweep._provenance import environment, environment_attrs
 from difsim._sweep._resources import check_sweep_resources, result_bytes
 from difsim._sweep._samples import sde_solver_choice
 from difsim._sweep._spec import AbstractSweep

@@ -32,7 +32,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from difsim._io import versions
+from difsim._io._cf import versions
 
 # Code not walked: its version is recorded (`versions`), or it is Python's own.
 _LIBRARIES = frozenset(
