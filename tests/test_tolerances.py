@@ -41,7 +41,7 @@ SPAN = dict(t0=0.0, t1=1.0, save="final")
 CONFIG = {
     "model": {"name": "lorenz"},
     "time": {"t0": 0.0, "t1": 1.0, "save": 11},
-    "solver": {"name": "tsit5", "rtol": 1e-8, "atol": 1e-8},
+    "solver": {"name": "tsit5", "rtol": 1e-8, "atol": 1e-8, "dtype": "float64"},  # 1e-8: float64
     "output": {"path": "runs/lorenz.nc"},
 }
 

@@ -3,6 +3,8 @@
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from difsim import solvers
 from difsim._config._experiment import ModelSpec, SolverSpec, field_defaults
 from difsim._config._schema import ConfigError
@@ -96,15 +98,28 @@ def solver_settings(cls: type[Model], values: dict[str, Any]) -> dict[str, Any]:
     """The one place a config resolves its solver settings (the given `[solver]` values,
     then the model's `solver_defaults`, then difsim's): `{key: value}` for `KEYS`."""
     given = {k: values[k] for k in KEYS if k != "solver"}
+    dtype = run_dtype(values)
     for key in ("rtol", "atol", "root_tol"):
-        try:
-            check_tolerance(key, given[key])  # the Python API's check, so both agree
+        try:  # the Python API's check, so both agree
+            check_tolerance(key, given[key], dtype=dtype, x64=X64_CONFIG)
         except ValueError as error:
             raise ConfigError(str(error), f"solver.{key}") from None
     try:
-        return resolve_solver_settings(cls, solver=values["name"], **given)
+        return resolve_solver_settings(
+            cls, solver=values["name"], dtype=dtype, x64=X64_CONFIG, **given
+        )
     except (TypeError, ValueError) as error:
         raise ConfigError(str(error), "model.name") from None
+
+
+# How a config turns float64 on, for the message of an rtol below float32's floor.
+X64_CONFIG = 'set [solver] dtype = "float64"'
+
+
+def run_dtype(values: dict[str, Any]) -> np.dtype:
+    """The floating dtype a run of the `[solver]` section `values` computes in: its
+    `dtype` key (`difsim run` turns float64 on for `"float64"`)."""
+    return np.dtype(values["dtype"])
 
 
 def check_atol_against_state(

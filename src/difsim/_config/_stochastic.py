@@ -4,6 +4,8 @@ additive or not, fixed or adaptive steps)."""
 
 from typing import Any
 
+import numpy as np
+
 from difsim._config._experiment import SolverSpec
 from difsim._config._schema import ConfigError
 from difsim._core import Layout, SaveSpec, check_saves, sde_solver_settings
@@ -37,7 +39,8 @@ def parse_sde_solver(values: dict[str, Any], parsed: dict[str, Any]) -> SolverSp
     try:
         settings = sde_solver_settings(
             model, Layout.of(model.initial_state()), solver=values["name"],
-            brownian=values["brownian"], **given,
+            brownian=values["brownian"], dtype=np.dtype(values["dtype"]),
+            x64='set [solver] dtype = "float64"', **given,
         )  # fmt: skip
         if time is not None:  # (a fit takes its times from the data)
             check_saves(settings, SaveSpec(**time.kwargs()))

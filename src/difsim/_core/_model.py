@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from difsim._core._noise import Noise
-from difsim._core._state import State, VarInfo, state_var
+from difsim._core._state import State, VarInfo, check_precision, state_var
 from difsim._pde import Grid, irfftn, rfftn
 
 
@@ -138,11 +138,14 @@ class Model(eqx.Module):
                 # possibly before the user enables float64.
                 state = self.state
                 if isinstance(state, State):
+                    for k, v in state.items():
+                        check_precision(v, f"{type(self).__name__} state variable {k!r}")
                     values = {k: _to_leaf(v, float) for k, v in state.items()}
                     if any(values[k] is not v for k, v in state.items()):
                         object.__setattr__(self, "state", state.with_values(values))
                 continue
             value = getattr(self, field.name)
+            check_precision(value, f"{type(self).__name__} parameter {field.name!r}")
             converted = _to_leaf(value, field.type)
             if converted is not value:
                 object.__setattr__(self, field.name, converted)

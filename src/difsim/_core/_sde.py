@@ -37,8 +37,10 @@ from difsim._core._noise import (
 )
 from difsim._core._sde_steps import check_saves, solve_dtmin
 from difsim._core._solver_defaults import (
+    X64_HINT,
     atol_origin,
     check_atol_scale,
+    check_attainable,
     check_tolerance,
     model_solver_defaults,
 )
@@ -126,16 +128,20 @@ def sde_solver_settings(
     max_steps: int | None,
     brownian: str | None = None,
     root_tol: float | None = None,
+    dtype=None,
+    x64: str = X64_HINT,
 ) -> SolverSettings:
     """The [`SolverSettings`][] of a stochastic model: the caller's values win, then the
     model's `solver_defaults`, then the SDE defaults: ShARK (adaptive, PID) for additive
     noise, else Euler–Maruyama (Itô) or Heun (Stratonovich) with a fixed step `dt0`;
     tolerances 1e-3. `brownian`: `"tree"` (default) or `"steps"` (fixed steps only; see
-    `_brownian`).
+    `_brownian`). `dtype`: the run's precision, whose floor `rtol` must clear (default the
+    layout's; `x64` says how to turn float64 on).
 
     **Raises:** `ValueError` for a solver that is not an SDE solver, that converges to the
     other calculus (for noise that is not additive), that needs additive noise, an adaptive
-    controller for a solver without an error estimate, or a fixed step without `dt0`.
+    controller for a solver without an error estimate, a fixed step without `dt0`, or an
+    `rtol` below what the precision delivers.
     """
     if root_tol is not None:
         raise ValueError(
@@ -146,6 +152,8 @@ def sde_solver_settings(
     additive = is_additive(model, layout, noise)
     given = dict(solver=solver, controller=controller, dt0=dt0, rtol=rtol, atol=atol)
     values = _resolve(model, given, max_steps, noise, additive)
+    dtype = jnp.finfo(layout.dtype if dtype is None else dtype).dtype
+    check_attainable(type(model), values["rtol"], rtol is not None, dtype, x64)
     name = type(model).__name__
     solver_obj = _solver(values["solver"], name, noise, additive)
     controller_obj = _controller(values, solver_obj, name, additive)

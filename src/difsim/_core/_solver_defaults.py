@@ -4,8 +4,9 @@
 `max_steps` and `root_tol` here, so a Python call and a config that leave the same things out
 run the same solve. Precedence: the caller's value, then the model's `solver_defaults`, then
 difsim's. [`check_tolerance`][] is the one tolerance check (`rtol`, `atol`, `root_tol`), used by the
-Python API and the config's `[solver]` section alike; [`check_atol_scale`][] the one check of
-`atol` against the size of the state.
+Python API and the config's `[solver]` section alike, which also refuses an `rtol` the run's
+precision cannot deliver ([`rtol_floor`][]); [`check_atol_scale`][] the one check of `atol`
+against the size of the state.
 """
 
 from collections.abc import Iterable, Mapping
@@ -20,18 +21,27 @@ KEYS = ("solver", "dt0", "controller", "rtol", "atol", "max_steps", "root_tol")
 # Tied to the model's own choice of solver: dropped when the caller picks another solver.
 _SOLVER_TIED = ("dt0", "controller", "root_tol")
 _TOLERANCES = ("rtol", "atol", "root_tol")
+# How the message of an rtol below float32's floor says to turn float64 on (configs say it
+# their own way).
+X64_HINT = "enable float64 (jax.config.update('jax_enable_x64', True) before building the model)"
 
 
-def check_tolerance(key: str, value: Any, name: str | None = None) -> None:
+def check_tolerance(
+    key: str, value: Any, name: str | None = None, *, dtype=None, x64: str = X64_HINT
+) -> None:
     """Raise a `ValueError` naming `name` and `value` unless `value` is a usable tolerance
     `key` (`"rtol"`, `"atol"` or `"root_tol"`).
 
-    `rtol`: one finite number in `(0, 1)` (a relative error of 1 or more accepts anything).
-    `atol`: a finite number `> 0`, or an array of them (one per state variable, checked
-    against the state by [`solver_settings`][]). `root_tol`: one number in `(0, 1)`, a
-    fraction of the step's error allowance (see `difsim.solvers.StageNewton`). A traced
-    value (a tolerance under `vmap`) cannot be inspected and passes. `name` is how the
-    message names it (default `key`; e.g. `"Lorenz.solver_defaults['rtol']"`).
+    `rtol`: one finite number in `(0, 1)` (a relative error of 1 or more accepts anything),
+    and with the run's floating `dtype` given, above what that precision can deliver
+    ([`rtol_floor`][]: 6e-7 in float32, 1.1e-15 in float64). `atol`: a finite number
+    `> 0`, or an array of them (one per state variable, checked against the state by
+    [`solver_settings`][]); no floor, as floating point resolves small numbers as finely
+    as large ones. `root_tol`: one number in `(0, 1)`, a fraction of the step's error
+    allowance (see `difsim.solvers.StageNewton`, which itself stops its iteration at the
+    rounding noise of the precision). A traced value (a tolerance under `vmap`) cannot be
+    inspected and passes. `name` is how the message names it (default `key`; e.g.
+    `"Lorenz.solver_defaults['rtol']"`), `x64` how it says to turn float64 on.
     """
     if value is None or isinstance(value, jax.core.Tracer):
         return
@@ -56,6 +66,38 @@ def check_tolerance(key: str, value: Any, name: str | None = None) -> None:
             f"{name} must be < 1: the nonlinear solves' error as a fraction of the step's "
             f"error allowance (default 0.01), got {value!r}"
         )
+    if key == "rtol" and dtype is not None and float(array) <= (floor := rtol_floor(dtype)):
+        kind = jnp.dtype(dtype).name
+        fix = f"use rtol >= {_round_up(floor):.0e}"
+        if jnp.finfo(dtype).bits < 64:
+            fix = f"{x64}, or {fix}"
+        raise ValueError(
+            f"{name}={value!r} is below what {kind} can deliver (its attainable relative error "
+            f"is about {floor:.2g}, 10 unit roundoffs): {fix}"
+        )
+
+
+def rtol_floor(dtype) -> float:
+    """The smallest `rtol` a solve in floating `dtype` can deliver: 10 unit roundoffs,
+    `10 · eps / 2` (5.96e-7 in float32, 1.11e-15 in float64); an `rtol` at or below it is
+    refused by [`check_tolerance`][].
+
+    Hairer's codes refuse the same (RADAU5, SEULEX: `RTOL <= 10 * UROUND`, "tolerances are
+    too small"). Measured (tests/test_tolerance_floor.py; tsit5, kvaerno5 and dopri8 on
+    Lorenz to t = 1, exponential decay to t = 5 and van der Pol to t = 10, error in the
+    max-norm relative to the solution's size): at an `rtol` from the floor up to 100x
+    above it the error stayed within 13x `rtol`, as at looser tolerances; below it the
+    rounding of each step takes over (float32 at `rtol = 1e-9`: 145-1290x `rtol`). scipy's
+    `solve_ivp` raises `rtol` to 100 eps instead, which in float32 (1.2e-5) would refuse
+    difsim's default 1e-6.
+    """
+    return 5.0 * float(jnp.finfo(dtype).eps)
+
+
+def _round_up(x: float) -> float:
+    """`x` rounded up to one significant digit (5.96e-7 -> 6e-7)."""
+    scale = 10.0 ** np.floor(np.log10(x))
+    return float(np.ceil(x / scale * (1 - 1e-12)) * scale)
 
 
 def check_atol_scale(
@@ -166,9 +208,13 @@ def model_solver_defaults(cls: type) -> dict[str, Any]:
     return dict(defaults)
 
 
-def resolve_solver_settings(cls: type, **given: Any) -> dict[str, Any]:
+def resolve_solver_settings(
+    cls: type, *, dtype=None, x64: str = X64_HINT, **given: Any
+) -> dict[str, Any]:
     """`{key: value}` for every key in `KEYS`: `given` (non-`None`) wins, then the model's
     `solver_defaults`, then difsim's defaults (tsit5, or kvaerno5 for `stiff` models).
+    `dtype`: the run's floating precision, whose floor the resolved `rtol` must clear (see
+    [`check_attainable`][]; `None`: not checked).
 
     **Raises:** `ValueError` for a tolerance that [`check_tolerance`][] refuses, naming
     the argument (or the model's `solver_defaults` entry) and the value.
@@ -187,4 +233,20 @@ def resolve_solver_settings(cls: type, **given: Any) -> dict[str, Any]:
         out[key] = value
     if out["solver"] is None:
         out["solver"] = "kvaerno5" if getattr(cls, "stiff", False) else "tsit5"
+    check_attainable(cls, out["rtol"], given.get("rtol") is not None, dtype, x64)
     return out
+
+
+def check_attainable(cls: type, rtol: Any, given: bool, dtype, x64: str = X64_HINT) -> None:
+    """Raise unless `rtol`, resolved for a solve of `cls` in floating `dtype` (`None`: not
+    checked), is above what that precision delivers ([`rtol_floor`][]), naming where it
+    came from: the caller (`given`), the model's `solver_defaults` or difsim's default."""
+    if dtype is None:
+        return
+    if given:
+        name = "rtol"
+    elif "rtol" in (getattr(cls, "solver_defaults", None) or {}):
+        name = f"{cls.__name__}.solver_defaults['rtol']"
+    else:
+        name = "rtol (difsim's default)"
+    check_tolerance("rtol", rtol, name, dtype=jnp.finfo(dtype).dtype, x64=x64)

@@ -101,15 +101,17 @@ def solver_settings(
     **Raises:** `ValueError` for an unknown solver or controller name, an IMEX solver on a
     model without `rhs_nonstiff`/`rhs_stiff`, a fixed step without `dt0`, a tolerance that
     is not finite and positive (or an `rtol` of 1 or more), an `atol` whose length is not
-    the number of state variables, an adaptive solve's `atol` at least as large as the
-    state (see [`check_atol_scale`][]), `rtol`/`atol` given beside a controller instance
+    the number of state variables, an `rtol` the state's precision cannot deliver (see
+    `rtol_floor`), an adaptive solve's `atol` at least as large as the state (see
+    [`check_atol_scale`][]), `rtol`/`atol` given beside a controller instance
     that carries its own, or a `root_tol` for a solver that is not a named implicit one.
     """
     _check_controller_clash(controller, rtol=rtol, atol=atol)
     atol_given = atol is not None
     given = dict(solver=solver, controller=controller, dt0=dt0, rtol=rtol, atol=atol)
+    dtype = precision(model)
     requested = resolve_solver_settings(
-        type(model), **given, max_steps=max_steps, root_tol=root_tol
+        type(model), **given, max_steps=max_steps, root_tol=root_tol, dtype=dtype
     )
     name, rtol, atol, dt0 = (requested[k] for k in ("solver", "rtol", "atol", "dt0"))
     dt0 = check_dt0(dt0)  # the model's solver_defaults too
@@ -136,7 +138,7 @@ def solver_settings(
         # fixed-step root finds), so what the settings say is what the controller does.
         rtol, atol = controller_obj.rtol, controller_obj.atol
         for key, value in (("rtol", rtol), ("atol", atol)):
-            check_tolerance(key, value, f"the controller's {key}")
+            check_tolerance(key, value, f"the controller's {key}", dtype=dtype)
         given_atol, origin = atol, ("the controller's atol", "")
     else:
         origin = atol_origin(type(model), atol_given)
@@ -163,6 +165,11 @@ def solver_settings(
         solver_requested=name,
         controller_requested=requested["controller"],
     )
+
+
+def precision(model: Model):
+    """The real floating dtype `model` is solved in: its initial state's (see `Layout`)."""
+    return jnp.finfo(Layout.of(model.initial_state()).dtype).dtype
 
 
 def check_max_steps(value: Any) -> int:

@@ -5,6 +5,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -73,6 +74,7 @@ class State(eqx.Module):
                 value = value.value
             else:
                 meta = VarInfo()
+            check_precision(value, f"state variable {name!r}")
             values[name] = value
             info.append((name, meta))
         self.values = values
@@ -147,6 +149,25 @@ def is_finite_concrete(value: Any) -> bool:
     if not np.issubdtype(array.dtype, np.inexact):
         return True
     return bool(np.all(np.isfinite(array)))
+
+
+def check_precision(value: Any, what: str) -> None:
+    """Raise a `ValueError` naming `what` (e.g. `"Lorenz parameter 'rho'"`) if `value`
+    holds a floating array below float32 precision (float16, bfloat16, float8): difsim
+    solves in float32 or float64, and such a value has already been rounded to its few
+    digits (float16: 3; 0.1 is 0.0999755859375). Integers, float32/64 and complex pass."""
+    for leaf in jax.tree.leaves(value):
+        dtype = getattr(leaf, "dtype", None)
+        try:
+            floating = dtype is not None and jnp.issubdtype(dtype, jnp.floating)
+        except TypeError:  # not a NumPy/JAX dtype
+            continue
+        if floating and jnp.finfo(dtype).bits < 32:
+            raise ValueError(
+                f"{what} has dtype {jnp.dtype(dtype).name}, below float32 precision (about "
+                f"{jnp.finfo(dtype).precision} significant digits): give it as a float32 or "
+                "float64 value, e.g. jnp.asarray(value, jnp.float32)"
+            )
 
 
 def as_float_array(value: Any, dtype=None):
