@@ -67,9 +67,15 @@ def _increments(path, ta, tb):
 def standardized(path, ta, tb):
     """`(z_w, z_h)`: the increments of `path` (a Brownian path with space-time Lévy area)
     over the intervals `[ta, tb]`, divided by their standard deviations (`W`: `√h`, `H`:
-    `√(h/12)`), flattened. Compiled once per kind of path."""
-    inc = _increments(path, jnp.asarray(ta), jnp.asarray(tb))
-    h = np.asarray(tb - ta).reshape(-1, 1)
+    `√(h/12)`), flattened. Compiled once per kind of path and block of 1024 intervals
+    (the intervals are padded with copies of the first)."""
+    ta, tb = np.asarray(ta), np.asarray(tb)
+    n = len(ta)
+    pad = -n % 1024
+    ta_p, tb_p = (np.concatenate([x, np.full(pad, x[0])]) for x in (ta, tb))
+    full = _increments(path, jnp.asarray(ta_p), jnp.asarray(tb_p))
+    inc = jax.tree.map(lambda x: x[:n], full)
+    h = (tb - ta).reshape(-1, 1)
     w = np.asarray(inc.W).reshape(len(h), -1) / np.sqrt(h)
     hh = np.asarray(inc.H).reshape(len(h), -1) / np.sqrt(h / 12)
     return w.reshape(-1), hh.reshape(-1)
