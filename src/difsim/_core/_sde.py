@@ -340,7 +340,7 @@ def brownian_path(
     dt0=None,
     controller: str | dfx.AbstractStepSizeController | None = None,
     max_steps: int | None = None,
-) -> BrownianPath | StepBrownianPath:
+) -> BrownianPath:
     """The Brownian path `simulate(model, t0=t0, t1=t1, key=key, solver=solver, dt0=dt0,
     controller=controller, max_steps=max_steps)` integrates against: `path.evaluate(ta,
     tb)` gives `W(tb) - W(ta)`, shaped like the state (diagonal noise; a dict for variables
@@ -351,11 +351,10 @@ def brownian_path(
     w = ds.brownian_path(model, key, 0.0, 1.0, solver="euler", dt0=1e-3).evaluate(0.0, 1.0)
     ```
 
-    The tree is exact down to `path.resolution` (a quarter of a fixed step; an adaptive
-    solve's `(t1 - t0) / (128 · max_steps)`): a shorter increment is refused (a larger
-    `max_steps` gives a finer path, the same at every time down to the coarser one's
-    resolution). With `brownian="steps"`, a [`StepBrownianPath`][]: increments over single
-    steps only.
+    The tree is exact down to `path.resolution` (at most a quarter of a fixed step; for an
+    adaptive solve `(t1 - t0) / (128 · max_steps)` by default): a shorter increment is
+    refused. A larger `max_steps` gives a finer tree of the same Brownian motion (equal to
+    the coarser tree's at the ends of its leaves).
     """
     key = check_key(model, key)
     layout = Layout.of(model.initial_state())
@@ -365,8 +364,6 @@ def brownian_path(
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     dt0 = None if settings.dt0 is None else jnp.asarray(settings.dt0, dtype)
     path = sde_terms(model, layout, key, t0, t1, dt0, settings).terms[1].control
-    if settings.brownian == "steps":
-        return path
     return BrownianPath(path, path_tol(settings, t0, t1, dt0))
 
 
