@@ -123,6 +123,9 @@ def test_an_increment_below_the_resolution_is_refused():
     inc = eqx.filter_jit(lambda a, b: path.evaluate(a, b))
     with pytest.raises(eqx.EquinoxRuntimeError, match="shorter than the path's resolution"):
         inc(jnp.asarray(0.5), jnp.asarray(0.5 + r / 2))
+    # max_steps sets the resolution, so it is checked as for ODEs.
+    with pytest.raises(ValueError, match=r"max_steps must be an integer from 1 to 2\*\*31 - 1"):
+        ds.brownian_path(OU, jax.random.key(0), 0.0, 1.0, max_steps=0)
     # W(t) itself is exact at every time: from the path's start, and at one time.
     assert np.all(np.isfinite(np.asarray(path.evaluate(0.0, r / 2))))
     assert np.asarray(inc(jnp.asarray(0.5), jnp.asarray(0.5 + r))).shape == (1,)

@@ -44,7 +44,7 @@ from difsim._core._solver_defaults import (
     check_tolerance,
     model_solver_defaults,
 )
-from difsim._core._solver_settings import SolverSettings
+from difsim._core._solver_settings import SolverSettings, check_max_steps
 from difsim._core._vector_field import Layout, VectorField
 
 # Defaults of SDE solves where the caller and the model leave them unset. Looser than the
@@ -168,7 +168,7 @@ def sde_solver_settings(
         dt0=values["dt0"],
         rtol=values["rtol"],
         atol=values["atol"],
-        max_steps=values["max_steps"],
+        max_steps=check_max_steps(values["max_steps"]),
         solver_requested=values["solver"],
         controller_requested=values["controller"],
         brownian=brownian,
