@@ -72,8 +72,11 @@ def resolution(root_finder, t) -> Float[Array, ""]:
 
 def probe(events: tuple[Event, ...], layout: Layout, model, t, y):
     """`(values, rates)`: each root-found condition at `(t, y)` and its rate of change along
-    the solution there (0 for a boolean condition), shape `(len(events),)`."""
+    the solution there (0 for a boolean condition, and for a stochastic model: its drift
+    does not say where the noise takes the condition), shape `(len(events),)`."""
     f = VectorField(layout, "rhs")(t, y, model)
+    if model.is_stochastic():
+        f = jax.tree.map(jnp.zeros_like, f)
     values, rates = [], []
     for event in events:
         g_of = lambda t, y, e=event: e.value(t, layout.view(y), model)  # noqa: E731
@@ -90,6 +93,8 @@ def accelerations(events: tuple[Event, ...], layout: Layout, model, t, y):
     """Each root-found condition's second derivative along the solution at `(t, y)` (0
     for a boolean condition), shape `(len(events),)`: whether a condition sitting on its
     zero with zero rate leaves it forward or back."""
+    if model.is_stochastic():  # no second derivative along a Brownian path
+        return jnp.zeros((max(len(events), 1),), t.dtype)
     field = VectorField(layout, "rhs")
     tangent = (jnp.ones_like(t), field(t, y, model))
     out = []
