@@ -31,6 +31,7 @@ from jaxtyping import Array, Bool, Float, Int
 from difsim._core._event import Event
 from difsim._core._nonfinite import NonfiniteGuard, guard_nonfinite
 from difsim._core._vector_field import Layout, VectorField
+from difsim._core._wrapped_controller import AbstractWrappedController
 
 # Firings of one condition this many time tolerances apart, their spacing shrinking, are
 # taken to accumulate: the bouncing ball's landing times are right to ~1e-3 of the spacing
@@ -166,7 +167,7 @@ def too_close(watch: Watch, slot, t, res) -> Bool[Array, ""]:
     return (t - watch.last_t[slot]) < ZENO_SPACINGS * res
 
 
-class ConditionGuard(dfx.AbstractAdaptiveStepSizeController):
+class ConditionGuard(AbstractWrappedController):
     """An adaptive controller that treats a step whose state is finite but where a
     real-valued condition of `events` is NaN or infinite as a non-finite step: the
     wrapped [`NonfiniteGuard`][difsim._core._nonfinite.NonfiniteGuard] refuses it and
@@ -178,18 +179,6 @@ class ConditionGuard(dfx.AbstractAdaptiveStepSizeController):
     controller: NonfiniteGuard
     events: tuple[Event, ...]
     layout: Layout
-
-    @property
-    def rtol(self):
-        return self.controller.rtol
-
-    @property
-    def atol(self):
-        return self.controller.atol
-
-    @property
-    def norm(self):
-        return self.controller.norm
 
     def wrap(self, direction):
         return ConditionGuard(self.controller.wrap(direction), self.events, self.layout)

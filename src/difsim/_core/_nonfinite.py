@@ -13,6 +13,8 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 from jaxtyping import Array, Bool, Int
 
+from difsim._core._wrapped_controller import AbstractWrappedController
+
 # Consecutive non-finite candidates, with no progress in `t` between them, after which the
 # field is taken to be non-finite where the solve stands. Each rejection shrinks the step
 # (by 5x for diffrax's PID controller): 40 of them shrink it by ~1e28, which no finite field
@@ -31,7 +33,7 @@ def _all_finite(tree) -> Bool[Array, ""]:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
 
 
-class NonfiniteGuard(dfx.AbstractAdaptiveStepSizeController):
+class NonfiniteGuard(AbstractWrappedController):
     """An adaptive step-size controller that ends the solve with `RESULTS.nonfinite` when
     the solution can no longer be continued with finite values.
 
@@ -48,18 +50,6 @@ class NonfiniteGuard(dfx.AbstractAdaptiveStepSizeController):
     """
 
     controller: dfx.AbstractAdaptiveStepSizeController
-
-    @property
-    def rtol(self):
-        return self.controller.rtol
-
-    @property
-    def atol(self):
-        return self.controller.atol
-
-    @property
-    def norm(self):
-        return self.controller.norm
 
     def wrap(self, direction):
         return NonfiniteGuard(self.controller.wrap(direction))

@@ -28,6 +28,7 @@ import numpy as np
 from difsim._core._brownian import adaptive_dtmin
 from difsim._core._custom_types import RealScalarLike
 from difsim._core._solver_settings import SolverSettings
+from difsim._core._wrapped_controller import AbstractWrappedController
 
 # Times within this fraction of a step of a lattice point are on it (rounding of t0 + k·dt).
 _ON_LATTICE = 1e-9
@@ -158,7 +159,7 @@ def check_sde_plan(key, settings, plan, times, name: str) -> None:
         )
 
 
-class FloorStepSize(dfx.AbstractAdaptiveStepSizeController):
+class FloorStepSize(AbstractWrappedController):
     """An adaptive `controller` that never steps below `dtmin`, the shortest step the
     Brownian tree of the solve resolves (see `_brownian`).
 
@@ -180,18 +181,6 @@ class FloorStepSize(dfx.AbstractAdaptiveStepSizeController):
 
     controller: dfx.AbstractAdaptiveStepSizeController
     dtmin: RealScalarLike
-
-    @property
-    def rtol(self):
-        return self.controller.rtol
-
-    @property
-    def atol(self):
-        return self.controller.atol
-
-    @property
-    def norm(self):
-        return self.controller.norm
 
     def wrap(self, direction):
         return FloorStepSize(self.controller.wrap(direction), self.dtmin)
