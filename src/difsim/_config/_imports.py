@@ -62,8 +62,8 @@ def load_model_file(path: Path, key: str) -> ModuleType:
     # Registered before running, as an import would be: dataclasses (and so equinox
     # modules) look their own module up while the class body is built.
     sys.modules[name] = module
-    try:  # the bytes just hashed, not the file read again
-        exec(compile(source, absolute, "exec"), module.__dict__)
+    try:  # if the file changes meanwhile, its new hash differs from `content`: run again
+        spec.loader.exec_module(module)
     except (Exception, SystemExit) as e:  # the user's file may fail in any way
         if earlier is None:
             del sys.modules[name]
