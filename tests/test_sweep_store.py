@@ -107,35 +107,44 @@ def test_resume_after_an_error_skips_finished_chunks(tmp_path, reference):
     xr.testing.assert_identical(again.load(), _load(reference[0]))
 
 
-def test_resume_after_kill_9(tmp_path, reference):
-    path = tmp_path / "sweep.nc"
+def _kill_worker_when(tmp_path, path, setup: str, run_kw: str, ready, what: str) -> None:
+    """Run a Lorenz sweep to `path` in a subprocess (after the Python lines `setup`, with
+    `run_sweep`'s extra keyword text `run_kw`) and SIGKILL it once `ready()` holds."""
     script = tmp_path / "worker.py"
     script.write_text(
         textwrap.dedent(
-            f"""
+            """
             import time, jax
             jax.config.update("jax_enable_x64", True)
             import numpy as np, difsim as ds
-            from difsim._sweep import run_sweep
-            slow = lambda i: time.sleep(0.5)  # slow enough to be killed
-            spec = ds.GridSweep({{"rho": np.linspace(0.0, 21.0, 19), "beta": [1.0, 8.0 / 3.0]}})
-            run_sweep(ds.models.Lorenz(), spec, output={str(path)!r}, on_chunk=slow, **{KW!r})
+            from difsim._sweep import _netcdf, run_sweep
             """
         )
+        + textwrap.dedent(setup)
+        + 'spec = ds.GridSweep({"rho": np.linspace(0.0, 21.0, 19), "beta": [1.0, 8.0 / 3.0]})\n'
+        + f"run_sweep(ds.models.Lorenz(), spec, output={str(path)!r}{run_kw}, **{KW!r})\n"
     )
     proc = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, stderr=subprocess.PIPE)
-    store = Path(f"{path}.zarr")
     deadline = time.monotonic() + 120
     try:
-        while len(_done_so_far(store)) < 2:
+        while not ready():
             assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
-            assert time.monotonic() < deadline, "the sweep subprocess made no progress"
+            assert time.monotonic() < deadline, f"the sweep subprocess {what}"
             time.sleep(0.05)
+        time.sleep(0.2)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.kill()
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
+
+
+def test_resume_after_kill_9(tmp_path, reference):
+    path = tmp_path / "sweep.nc"
+    store = Path(f"{path}.zarr")
+    slow = "slow = lambda i: time.sleep(0.5)  # slow enough to be killed\n"
+    _kill_worker_when(tmp_path, path, slow, ", on_chunk=slow",
+                      lambda: len(_done_so_far(store)) >= 2, "made no progress")  # fmt: skip
     done = len(done_chunks(store))
     assert 2 <= done < 5 and not path.exists()
     dataset, report = _run(path)
@@ -147,36 +156,16 @@ def test_a_kill_during_the_final_assembly_leaves_no_temporary_file(tmp_path, ref
     # Issue 27: killed while the netCDF file was assembled, a sweep left its hidden
     # temporary file (`.sweep.<hex>.tmp.nc`) beside the output, also after the resume.
     path = tmp_path / "sweep.nc"
-    script = tmp_path / "worker.py"
-    script.write_text(
-        textwrap.dedent(
-            f"""
-            import time, jax
-            jax.config.update("jax_enable_x64", True)
-            import numpy as np, difsim as ds
-            from difsim._sweep import _netcdf, run_sweep
-            slabs = _netcdf._slabs
-            def slow(*args):  # the assembly stops here, its temporary file open
-                time.sleep(120)
-                yield from slabs(*args)
-            _netcdf._slabs = slow
-            spec = ds.GridSweep({{"rho": np.linspace(0.0, 21.0, 19), "beta": [1.0, 8.0 / 3.0]}})
-            run_sweep(ds.models.Lorenz(), spec, output={str(path)!r}, **{KW!r})
-            """
-        )
-    )
-    proc = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    try:
-        while not list(tmp_path.glob(".sweep.*.tmp.nc")):
-            assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
-            assert time.monotonic() < deadline, "the sweep subprocess never assembled its file"
-            time.sleep(0.05)
-        time.sleep(0.2)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
+    stall = """
+        slabs = _netcdf._slabs
+        def slow(*args):  # the assembly stops here, its temporary file open
+            time.sleep(120)
+            yield from slabs(*args)
+        _netcdf._slabs = slow
+        """
+    _kill_worker_when(tmp_path, path, stall, "",
+                      lambda: bool(list(tmp_path.glob(".sweep.*.tmp.nc"))),
+                      "never assembled its file")  # fmt: skip
     (leftover,) = tmp_path.glob(".sweep.*.tmp.nc")
     assert not path.exists() and done_chunks(f"{path}.zarr") == [0, 1, 2, 3, 4]
     dataset, report = _run(path)
