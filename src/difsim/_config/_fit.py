@@ -45,6 +45,7 @@ from difsim._fit import (
     MultipleShooting,
     as_transform,
     check_data_values,
+    path_steps,
     read_data,
 )
 
@@ -198,7 +199,7 @@ def _check_free(name: str, spec: Any, cls: str, params, states, control) -> None
                 "root finder's guess",
                 key,
             )
-    elif name not in params:
+    elif _head(name, key) not in params:
         raise ConfigError(
             f"{cls} has no parameter {name!r}; its parameters are {names_list(params)}, and "
             f'initial values are written "state.<var>" with variables {names_list(states)}'
@@ -219,6 +220,15 @@ def _check_free(name: str, spec: Any, cls: str, params, states, control) -> None
     try:
         as_transform(spec, name)
     except (TypeError, ValueError) as e:
+        raise ConfigError(str(e), key) from None
+
+
+def _head(name: str, key: str) -> str:
+    """The parameter a free path starts at (`net` of `"net.layers[0].weight"`); the rest
+    of the path is checked against the model when the fit starts."""
+    try:
+        return str(path_steps(name)[0])
+    except ValueError as e:
         raise ConfigError(str(e), key) from None
 
 

@@ -20,6 +20,9 @@ from difsim._fit._drivers import (
 from difsim._fit._fit import (
     fit as fit,
 )
+from difsim._fit._free import (
+    path_steps as path_steps,
+)
 from difsim._fit._result import (
     FitResult as FitResult,
 )

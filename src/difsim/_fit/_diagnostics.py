@@ -34,7 +34,7 @@ import jax
 import numpy as np
 
 from difsim._fit._drivers import forward_jacobian
-from difsim._fit._shooting import AbstractProblem
+from difsim._fit._problem import AbstractProblem
 
 STEP_STDERR = 0.1  # a result is stationary if a Newton step moves it less (standard errors)
 REL_ERROR = 1.0  # warn above 100 % relative standard error
@@ -202,7 +202,9 @@ def step_words(estimate: Estimate, loss: float, share: bool = False) -> str:
 
 # ---------------------------------------------------------------- warnings
 def quality_notes(names, values, stderr, estimate: Estimate, problem, all_names) -> list[str]:
-    """The warnings on a result (module docstring), one line each."""
+    """The warnings on a result (module docstring), one line each: on the scalar free
+    variables `names`; no near-singularity test when `all_names` is `None` (a network's
+    weights, never determined one by one)."""
     notes = []
     wide = [
         f"{n} ({abs(se / v):.0%})"
@@ -214,7 +216,7 @@ def quality_notes(names, values, stderr, estimate: Estimate, problem, all_names)
             f"relative standard errors above 100%: {', '.join(wide)}; the data barely "
             "determine them (fix some, add data that constrain them, or reparametrise)"
         )
-    singular = _near_singular(estimate.curvature, all_names)
+    singular = None if all_names is None else _near_singular(estimate.curvature, all_names)
     if singular:
         notes.append(singular)
     r2 = explained_variance(problem, estimate.residuals)

@@ -17,7 +17,7 @@ import optimistix as optx
 from jaxtyping import Array, Bool, Float, Int
 
 from difsim._fit._lm import TrustRegionLM
-from difsim._fit._shooting import AbstractProblem
+from difsim._fit._problem import AbstractProblem
 
 OPTAX_OPTIMIZERS = {
     "adam": optax.adam,

@@ -19,6 +19,7 @@ from difsim._fit._data import (
 )
 from difsim._fit._diagnostics import FitWarning
 from difsim._fit._drivers import ADJOINTS, AbstractDriver, OptimistixDriver, make_driver
+from difsim._fit._free import free_transforms, initial_values
 from difsim._fit._loop import run
 from difsim._fit._multistart import multistart_spec, perturbed_starts
 from difsim._fit._result import FitResult, make_result, predict
@@ -33,7 +34,7 @@ from difsim._fit._shooting import (
 )
 from difsim._fit._steady import SteadyStateProblem
 from difsim._fit._stochastic import AbstractObjective
-from difsim._fit._transforms import AbstractTransform, free_transforms, initial_values
+from difsim._fit._transforms import AbstractTransform
 from difsim._status import Status
 
 
@@ -187,6 +188,7 @@ def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian"
     )
     transforms = free_transforms(model, free, control)
     x0 = initial_values(model, transforms)
+    num_free = sum(x.size for x in x0)
     coords = coordinate_values(dataset, coord, increasing=control is None)
     t0 = _start_time(type(model).__name__, coords, t0, control)
     dtype = Layout.of(model.initial_state()).dtype
@@ -201,23 +203,22 @@ def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian"
             pairs, sigma, t0, sim, dtype,
         )  # fmt: skip
         driver, steps = _driver(
-            optimizer, learning_rate, tol, adjoint, steps, len(transforms), problem.data
+            optimizer, learning_rate, tol, adjoint, steps, num_free, problem.data
         )
         problem, extra = problem.with_adjoint(driver.adjoint), np.zeros(0)
     else:
         fdata = fit_data(
             dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma, dtype=dtype
         )
-        driver, steps = _driver(
-            optimizer, learning_rate, tol, adjoint, steps, len(transforms), fdata
-        )
+        driver, steps = _driver(optimizer, learning_rate, tol, adjoint, steps, num_free, fdata)
         sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint, root_tol)
         problem, extra = _problem(
             model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords
         )
-    x_all = np.concatenate([x0, extra])
-    u0 = [float(t.inverse(x)) for t, x in zip(problem.all_transforms(), x_all)]
-    u0 = jnp.asarray(np.array(u0), dtype)
+    # Each free variable's values through its transform, then the extras one by one.
+    x_all = [*x0, *np.asarray(extra).reshape(-1, 1)]
+    u0 = [np.asarray(t.inverse(x)) for t, x in zip(problem.all_transforms(), x_all)]
+    u0 = jnp.asarray(np.concatenate(u0), dtype)
     _check_initial(problem, u0, model)
     if starts is not None:
         u0 = perturbed_starts(u0, *starts)

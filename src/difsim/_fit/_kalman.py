@@ -24,7 +24,7 @@ from jaxtyping import Array, Float
 from difsim._core import Model, State
 from difsim._fit._data import FitData
 from difsim._fit._diagnostics import Estimate, likelihood_step
-from difsim._fit._shooting import AbstractProblem
+from difsim._fit._problem import AbstractProblem
 from difsim._fit._transforms import AbstractTransform
 
 

@@ -22,7 +22,7 @@ from jaxtyping import Array, Bool, Float, Int
 from difsim._core import Model
 from difsim._fit._checkpoint import load_checkpoint, save_checkpoint
 from difsim._fit._drivers import AbstractDriver
-from difsim._fit._shooting import AbstractProblem
+from difsim._fit._problem import AbstractProblem
 from difsim._io import Progress, code_text, progress as progress_display
 from difsim._status import Status, library_message
 

@@ -9,6 +9,7 @@ median weight), at $\pm 1.96$ standard deviations; for lognormal noise on the lo
 """
 
 import json
+import re
 from typing import Any
 
 import equinox as eqx
@@ -117,24 +118,26 @@ def _observed(result, meta, coord: str, curve_coord: str, dense: np.ndarray) -> 
 
 
 def _parameters(result, coords: dict) -> dict[str, Any]:
-    """`value`/`stderr` over `parameter`, each entry's units in the auxiliary coordinate
-    `parameter_units`, and the correlation matrix (dimensionless, unlike a covariance)."""
-    cls = type(result.model)
-    states = dict(result.model.initial_state().info)
-    names = list(result.names)
+    """The scalar free variables over `parameter` (`value`, `stderr`, each entry's units
+    in the auxiliary coordinate `parameter_units`, and their correlation matrix:
+    dimensionless, unlike a covariance), then the others as variables of their own."""
+    names = [n for n in result.names if isinstance(result.parameters[n], float)]
+    out = _array_parameters(result, coords)
+    if not names:
+        return out
     units, long_names = [], []
     for name in names:
-        var = name.removeprefix("state.") if name.startswith("state.") else None
-        info = var_attrs(states[var]) if var else param_attrs(cls.parameter_info(name))
+        info = _info(result.model, name)
         units.append(info["units"])
-        what = info.get("long_name", var or name)
-        long_names.append(f"initial {what}" if var else what)
+        long_names.append(info["long_name"])
     coords["parameter"] = ("parameter", names, {"long_name": "free parameter"})
     coords["parameter_units"] = ("parameter", units, {"long_name": "units of each parameter"})
     coords["parameter_long_name"] = ("parameter", long_names, {"long_name": "what it is"})
     coords["parameter2"] = ("parameter2", names, {"long_name": "free parameter (2nd axis)"})
     shared = {"units": units[0]} if len(set(units)) == 1 else {}
-    cov = np.asarray(result.covariance)
+    offsets = dict(zip(result.names, np.cumsum((0,) + result.problem.sizes())))
+    index = [int(offsets[n]) for n in names]
+    cov = np.asarray(result.covariance)[np.ix_(index, index)]
     se = np.sqrt(np.where(np.diag(cov) > 0, np.diag(cov), np.nan))
     corr = cov / np.outer(se, se)
     return {
@@ -145,7 +148,45 @@ def _parameters(result, coords: dict) -> dict[str, Any]:
                         **shared)),
         "correlation": (("parameter", "parameter2"), corr,
                         dict(long_name="correlation of the fitted parameters", units="1")),
+        **out,
     }  # fmt: skip
+
+
+def _info(model, name: str) -> dict[str, str]:
+    """`units` and `long_name` of free variable `name` (a path inside a parameter: the
+    parameter's units only where the path is the parameter itself)."""
+    if name.startswith("state."):
+        var = name.removeprefix("state.")
+        info = var_attrs(dict(model.initial_state().info)[var])
+        return {"units": info["units"], "long_name": f"initial {info.get('long_name', var)}"}
+    if name in type(model).parameter_names():
+        info = param_attrs(type(model).parameter_info(name))
+        return {"units": info["units"], "long_name": info.get("long_name", name)}
+    return {"units": "1", "long_name": name}
+
+
+def _array_parameters(result, coords: dict) -> dict[str, Any]:
+    """Each array free variable as `fitted_<name>` (with `fitted_<name>_stderr`), and each
+    floating-point array of a free module as `fitted_<name>_<path>`: dims
+    `<variable>_dim<i>`, the free variable's path in the attribute `path`."""
+    out: dict[str, Any] = {}
+    for name in result.names:
+        value = result.parameters[name]
+        if isinstance(value, float):
+            continue
+        is_module = isinstance(value, eqx.Module)
+        dyn = eqx.filter(value, eqx.is_inexact_array)
+        info = _info(result.model, name)
+        for path, leaf in jax.tree_util.tree_flatten_with_path(dyn)[0]:
+            full = name + jax.tree_util.keystr(path)
+            var = "fitted_" + re.sub(r"\W+", "_", full).strip("_")
+            dims = tuple(f"{var}_dim{i}" for i in range(np.ndim(leaf)))
+            attrs = {"path": full, "long_name": f"fitted {info['long_name']}"}
+            out[var] = (dims, np.asarray(leaf), {**attrs, "units": info["units"]})
+            if not is_module:
+                se = {**attrs, "long_name": f"standard error of {full}", "units": info["units"]}
+                out[f"{var}_stderr"] = (dims, np.asarray(result.stderr[name]), se)
+    return out
 
 
 def prediction_band(result, coords) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -153,8 +194,11 @@ def prediction_band(result, coords) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     `coords` and the edges of their approximate 95 % prediction band (NaN where the
     covariance is unknown)."""
     problem = result.problem.with_adjoint("forward")
-    q = len(result.names)
+    q = problem.num_free()
     u = jnp.asarray(result.u)
+    if not np.any(np.isfinite(result.covariance)):  # no errors (a network is free): no band
+        curve = np.asarray(_curve(problem, u, jnp.asarray(coords)))
+        return curve, np.full_like(curve, np.nan), np.full_like(curve, np.nan)
     curve, jac = _curve_and_jacobian(problem, u, jnp.asarray(coords), q)
     curve, jac = np.asarray(curve), np.asarray(jac)  # (c, k), (c, k, q)
     dxdu = np.asarray(problem.derivative(u))[:q]
@@ -168,6 +212,11 @@ def prediction_band(result, coords) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         return curve, curve * np.exp(-spread), curve * np.exp(spread)
     spread = Z95 * np.sqrt(var_mean + noise_var)
     return curve, curve - spread, curve + spread
+
+
+@eqx.filter_jit
+def _curve(problem, u, coords):
+    return problem.predict(problem.model_from(u), coords)
 
 
 @eqx.filter_jit

@@ -28,9 +28,10 @@ from difsim._fit._diagnostics import (
     step_words,
 )
 from difsim._fit._drivers import AbstractDriver
+from difsim._fit._free import describe_value, plain_value, resolve, stderr_spread, unflatten
 from difsim._fit._loop import STALLED_ADVICE, Carry, result_message
 from difsim._fit._output import fit_dataset
-from difsim._fit._shooting import AbstractProblem
+from difsim._fit._problem import AbstractProblem
 from difsim._fit._transforms import saturation_note
 from difsim._io import (
     KIND_ATTR,
@@ -40,6 +41,11 @@ from difsim._io import (
 )
 from difsim._plot import plot as plot_output
 from difsim._status import Status
+
+# Above this many free values the Gauss–Newton estimate (a Jacobian with one column per
+# value, and its SVD) would cost more than the fit; the result then has NaN standard errors
+# and no final-point test.
+COVARIANCE_LIMIT = 2000
 
 
 class FitResult(eqx.Module):
@@ -122,6 +128,9 @@ class FitResult(eqx.Module):
         rows = [("parameter", "value", "std. error", "rel. error", "range")]
         for name, transform in zip(self.names, self.transforms):
             value, se = self.parameters[name], self.stderr[name]
+            if not isinstance(value, float):  # an array or a module: its size, its spread
+                rows.append((name, describe_value(value), stderr_spread(value, se), "", transform))
+                continue
             rel = f"{abs(se / value):.2%}" if value != 0 and np.isfinite(se) else "n/a"
             rows.append((name, f"{value:.6g}", f"{se:.3g}", rel, transform))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -130,7 +139,7 @@ class FitResult(eqx.Module):
         obs = self.problem.data.num_observations
         lines.append(
             f"loss {self.loss:.6g} (½·sum of squared residuals), {obs} observations, "
-            f"{len(self.names)} free, residual variance {self.sigma2:.4g} ({self.dof} dof)"
+            f"{self.problem.num_free()} free, residual variance {self.sigma2:.4g} ({self.dof} dof)"
         )
         if self.start_losses is not None:
             finite = np.isfinite(self.start_losses)
@@ -172,8 +181,8 @@ class FitResult(eqx.Module):
             optimizer=self.optimizer,
             status=self.status.text,
             message=self.message,
-            parameters=dict(self.parameters),
-            stderr=dict(self.stderr),
+            parameters={k: plain_value(v) for k, v in self.parameters.items()},
+            stderr={k: plain_value(v) for k, v in self.stderr.items()},
             covariance=self.covariance.tolist(),
             names=list(self.names),
             loss=self.loss,
@@ -243,28 +252,41 @@ def make_result(
     loss = float(pick(carry.best_loss))
     u = jnp.asarray(pick(carry.best_u) if np.isfinite(loss) else pick(carry.u))
     names = tuple(transforms)
-    q = len(names)
     estimate = _estimate(problem, u, loss)
+    q = problem.num_free()
     cov = estimate.covariance[:q, :q]
-    values = np.asarray(problem.natural(u))[:q]
+    modules = any(isinstance(resolve(problem.model, n), eqx.Module) for n in names)
+    if modules:  # an over-parametrised network: JᵀJ is singular, no error is meaningful
+        cov = np.full_like(cov, np.nan)
     stderr = np.sqrt(np.where(np.diag(cov) >= 0, np.diag(cov), np.nan))
     stationary = is_stationary(estimate, loss, driver.tolerances)
     if status == Status.CONVERGED and stationary is False:
         status = Status.FIT_STALLED
     message = result_message(status, int(pick(carry.result)), steps, driver, fails)
-    message += _final_point(status, stationary, estimate, loss) + saturation_note(transforms, u)
+    message += _final_point(status, stationary, estimate, loss)
+    message += saturation_note(transforms, problem.sizes(), np.asarray(u))
+    values, errors = _by_variable(problem, u, stderr)
     notes = ()
     if np.isfinite(loss):
-        notes = tuple(quality_notes(names, values, stderr, estimate, problem, problem.names))
+        scalars = [n for n in names if isinstance(values[n], float)]
+        notes = tuple(quality_notes(
+            scalars, [values[n] for n in scalars], [errors[n] for n in scalars], estimate,
+            problem, None if modules else problem.element_names(),
+        ))  # fmt: skip
     start_losses = start_parameters = None
     if batched:
         start_losses = np.asarray(carry.best_loss)
         nat = np.asarray(jax.vmap(problem.natural)(jnp.asarray(carry.best_u)))
-        start_parameters = {name: nat[:, i] for i, name in enumerate(names)}
+        offsets = np.cumsum((0,) + problem.sizes())
+        start_parameters = {
+            name: nat[:, offsets[i]] if offsets[i + 1] - offsets[i] == 1
+            else nat[:, offsets[i] : offsets[i + 1]]
+            for i, name in enumerate(names)
+        }  # fmt: skip
     return FitResult(
         model=problem.model_from(u),
-        parameters={n: float(v) for n, v in zip(names, values)},
-        stderr={n: float(s) for n, s in zip(names, stderr)},
+        parameters=values,
+        stderr=errors,
         covariance=cov,
         loss=loss,
         sigma2=float(estimate.sigma2),
@@ -289,9 +311,27 @@ def make_result(
     )
 
 
+def _by_variable(problem: AbstractProblem, u, stderr: np.ndarray):
+    """`({name: value}, {name: standard error})` of the user's free variables: floats for
+    scalars; arrays, or modules, shaped like the model's value otherwise (NaN errors for
+    a module's weights: no one of them is determined alone)."""
+    values, errors, offset = {}, {}, 0
+    for (name, value), size in zip(problem.values_from(u).items(), problem.sizes()):
+        se = jnp.asarray(stderr[offset : offset + size])
+        offset += size
+        if isinstance(value, eqx.Module):
+            values[name] = value
+            errors[name] = unflatten(value, jnp.full_like(se, jnp.nan))
+        elif np.ndim(value) == 0:
+            values[name], errors[name] = float(value), float(se[0])
+        else:
+            values[name], errors[name] = np.asarray(value), np.asarray(se).reshape(value.shape)
+    return values, errors
+
+
 def _estimate(problem: AbstractProblem, u, loss: float) -> Estimate:
     """The covariance and final-point numbers at `u` (NaN where the loss is not finite)."""
-    if not np.isfinite(loss):
+    if not np.isfinite(loss) or u.shape[0] > COVARIANCE_LIMIT:
         p, nan = u.shape[0], float("nan")
         full = np.full((p, p), nan)
         return Estimate(full, np.zeros(0), nan, 0, full, nan, nan)

@@ -8,10 +8,7 @@ the optimum. It keeps a long or chaotic series from making the loss landscape ru
 segment is short, so small parameter changes cannot move it far.
 """
 
-import abc
-import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 import equinox as eqx
 import jax
@@ -19,97 +16,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from difsim._core import Model, simulate, state_key
+from difsim._core import Model, state_key
 from difsim._fit._data import FitData, observe_states, residuals
+from difsim._fit._problem import AbstractProblem, SimOptions
 from difsim._fit._transforms import AbstractTransform, Identity
-
-
-class SimOptions(eqx.Module):
-    """How each model evaluation is solved (the `simulate` options of a fit)."""
-
-    solver: Any = eqx.field(static=True)
-    rtol: float = eqx.field(static=True)
-    atol: float = eqx.field(static=True)
-    max_steps: int = eqx.field(static=True)
-    adjoint: str = eqx.field(static=True)
-    root_tol: float | None = eqx.field(static=True, default=None)
-
-    def simulate(self, model: Model, ts: Array):
-        return simulate(
-            model,
-            t=ts,
-            solver=self.solver,
-            rtol=self.rtol,
-            atol=self.atol,
-            max_steps=self.max_steps,
-            root_tol=self.root_tol,
-            adjoint=self.adjoint,
-            throw=False,
-        )
-
-
-class AbstractProblem(eqx.Module):
-    """A fit problem: unconstrained vector `u` of shape `(p,)` → weighted residuals `(m,)`.
-
-    The first `len(free)` entries of `u` are the user's free parameters (transformed to
-    natural units by `transforms`); any further ones are method-specific (segment initial
-    states in multiple shooting), listed in `extra_names`.
-    """
-
-    model: eqx.AbstractVar[Model]
-    free: eqx.AbstractVar[tuple[str, ...]]
-    transforms: eqx.AbstractVar[tuple[AbstractTransform, ...]]
-    data: eqx.AbstractVar[FitData]
-    noise: eqx.AbstractVar[str]
-
-    @abc.abstractmethod
-    def residuals(self, u: Float[Array, " p"]) -> Float[Array, " m"]:
-        """Weighted residuals at `u`; NaN where a model evaluation failed."""
-
-    @abc.abstractmethod
-    def predict(self, model: Model, coords: Float[Array, " c"]) -> Float[Array, "c k"]:
-        """The observed quantities of `model` at `coords` (times, or control values)."""
-
-    @property
-    def extra_names(self) -> tuple[str, ...]:
-        return ()
-
-    def with_adjoint(self, adjoint: str) -> "AbstractProblem":
-        """The same problem differentiated by `adjoint` (`"checkpoint"` or `"forward"`)."""
-        sim = getattr(self, "sim", None)
-        if sim is None or sim.adjoint == adjoint:
-            return self
-        return dataclasses.replace(self, sim=dataclasses.replace(sim, adjoint=adjoint))
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Every free variable: the user's, then the method's extras."""
-        return self.free + self.extra_names
-
-    def all_transforms(self) -> tuple[AbstractTransform, ...]:
-        return self.transforms
-
-    def num_residuals(self) -> int:
-        """Length of the residual vector (data residuals, then any method-specific ones)."""
-        return int(np.prod(self.data.values.shape))
-
-    def natural(self, u: Float[Array, " p"]) -> Float[Array, " p"]:
-        """Free variables in natural units (elementwise `forward`)."""
-        return jnp.stack([t.forward(u[i]) for i, t in enumerate(self.all_transforms())])
-
-    def derivative(self, u: Float[Array, " p"]) -> Float[Array, " p"]:
-        """`dx/du` of every free variable (for the chain rule of the covariance)."""
-        return jnp.stack([t.derivative(u[i]) for i, t in enumerate(self.all_transforms())])
-
-    def model_from(self, u: Float[Array, " p"]) -> Model:
-        """The model with the free parameters and initial state taken from `u`."""
-        x = [t.forward(u[i]) for i, t in enumerate(self.transforms)]
-        return self.model.replace(**dict(zip(self.free, x)))
-
-    def loss(self, u: Float[Array, " p"]) -> Float[Array, ""]:
-        r"""$\tfrac12 \sum_i r_i^2$, the objective every optimizer minimises."""
-        r = self.residuals(u)
-        return 0.5 * jnp.sum(r * r)
 
 
 def _save_times(t0: float, times: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -230,7 +140,7 @@ class MultipleShootingProblem(AbstractProblem):
     def segment_states(self, u) -> Float[Array, "S v"]:
         model = self.model_from(u)
         first = jnp.stack([model.initial_state()[v] for v in self.state_names])
-        x = self.natural(u)[len(self.free) :]
+        x = self.natural(u)[self.num_free() :]
         return jnp.concatenate([first[None], x.reshape(-1, len(self.state_names))])
 
     def residuals(self, u):

@@ -6,7 +6,7 @@ from jaxtyping import Array, Float
 
 from difsim._core import Model, steady_state
 from difsim._fit._data import FitData, observe_states, residuals
-from difsim._fit._shooting import AbstractProblem
+from difsim._fit._problem import AbstractProblem
 from difsim._fit._transforms import AbstractTransform
 
 

@@ -27,7 +27,7 @@ from difsim._fit._data import FitData, fit_data
 from difsim._fit._diagnostics import Estimate, gauss_newton_estimate
 from difsim._fit._drivers import forward_jacobian
 from difsim._fit._kalman import KalmanProblem, check_linear, step_table
-from difsim._fit._shooting import AbstractProblem, SimOptions
+from difsim._fit._problem import AbstractProblem, SimOptions
 from difsim._fit._transforms import AbstractTransform
 
 PATH_DIMS = ("path", "sample")  # the data dimension holding observed paths

@@ -8,7 +8,6 @@ unconstrained problem.
 
 import abc
 import math
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import equinox as eqx
@@ -16,8 +15,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
-
-from difsim._core import Model, state_var
 
 
 class AbstractTransform(eqx.Module):
@@ -47,12 +44,11 @@ class AbstractTransform(eqx.Module):
         """Short text for summaries, e.g. `"(0, inf)"`."""
         return type(self).__name__
 
-    def saturated(self, u: float) -> bool:
+    def saturated(self, u: Float[ArrayLike, "..."]) -> Any:
         """Whether `u` presses the value against an edge of the domain where the transform
         flattens out: there a fit stalls, and the value's standard error is meaningless.
-        `False` unless a subclass says so."""
-        del u
-        return False
+        Elementwise (a NumPy bool, or bool array); `False` unless a subclass says so."""
+        return np.zeros(np.shape(u), bool)
 
 
 class Identity(AbstractTransform):
@@ -114,10 +110,10 @@ class Positive(AbstractTransform):
     def describe(self) -> str:
         return "(0, inf)" if self.kind == "log" else "(0, inf) softplus"
 
-    def saturated(self, u: float) -> bool:
+    def saturated(self, u):
         # Near 0 both kinds are exponentials: steps in u still change x by factors. Only a
         # value that underflowed to 0 is stuck.
-        return not float(self.forward(u)) > 0
+        return ~(np.asarray(self.forward(u)) > 0)
 
 
 class Bounded(AbstractTransform):
@@ -161,23 +157,28 @@ class Bounded(AbstractTransform):
     def describe(self) -> str:
         return f"({self.lower:g}, {self.upper:g})"
 
-    def saturated(self, u: float) -> bool:
-        s = float(jax.nn.sigmoid(u))  # x = a + (b - a) s
-        return min(s, 1 - s) < SATURATED
+    def saturated(self, u):
+        s = np.asarray(jax.nn.sigmoid(jnp.asarray(u)))  # x = a + (b - a) s
+        return np.minimum(s, 1 - s) < SATURATED
 
 
-def saturation_note(transforms: dict[str, AbstractTransform], u) -> str:
+def saturation_note(transforms: dict[str, AbstractTransform], sizes, u) -> str:
     """A sentence for a fit's message naming the free values that ended pressed against an
-    edge of their range (`u`: the unconstrained values, in `transforms`' order); `""` if
-    none did."""
-    stuck = [n for n, t, ui in zip(transforms, transforms.values(), u) if t.saturated(float(ui))]
+    edge of their range (`u`: the unconstrained values, in `transforms`' order, `sizes`
+    entries each); `""` if none did."""
+    stuck, offset = [], 0
+    for (name, transform), size in zip(transforms.items(), sizes):
+        edge = int(np.sum(transform.saturated(u[offset : offset + size])))
+        offset += size
+        if edge:
+            count = "" if size == 1 else f" ({edge} of its {size} values)"
+            stuck.append(f"{name}{count} {transform.describe()}")
     if not stuck:
         return ""
-    ranges = ", ".join(f"{n} {transforms[n].describe()}" for n in stuck)
     return (
-        f". At the edge of its range: {ranges}; the transform is flat there, so the fit "
-        "cannot move it and its standard error is meaningless: the optimum may lie outside "
-        "the range, or another start may do better"
+        f". At the edge of its range: {', '.join(stuck)}; the transform is flat there, so "
+        "the fit cannot move it and its standard error is meaningless: the optimum may lie "
+        "outside the range, or another start may do better"
     )
 
 
@@ -199,73 +200,3 @@ def as_transform(spec: Any, name: str = "parameter") -> AbstractTransform:
         "ds.Positive(), ds.Bounded(lower, upper), or the names 'identity', 'positive', "
         "'softplus', or a pair [lower, upper]"
     )
-
-
-def free_transforms(model: Model, free, control) -> dict[str, AbstractTransform]:
-    """`{name: transform}` of `fit`'s `free` argument (a mapping or a list of names),
-    every name checked against `model` (a parameter, or `"state.<var>"`; not the steady-state
-    fit's `control`)."""
-    cls = type(model).__name__
-    if isinstance(free, str):
-        free = [free]
-    if isinstance(free, Mapping):
-        items = list(free.items())
-    elif isinstance(free, Sequence):
-        items = [(name, None) for name in free]
-    else:
-        raise TypeError(
-            f"free must be a mapping {{name: transform}} or a list of names, got {free!r}"
-        )
-    if not items:
-        raise ValueError("free is empty: name at least one parameter or 'state.<var>' to fit")
-    params = model.parameter_names()
-    states = model.initial_state().names
-    out = {}
-    for name, spec in items:
-        if not isinstance(name, str):
-            raise TypeError(f"free parameter names must be strings, got {name!r}")
-        if (var := state_var(name)) is not None:
-            if var not in states:
-                raise ValueError(
-                    f"free names unknown state variable {name!r}; {cls}'s state variables "
-                    f"are {', '.join(states)} (write them as 'state.<var>')"
-                )
-            if control is not None:
-                raise ValueError(
-                    f"free names {name!r}, but in a steady-state fit the initial state is only "
-                    "the root finder's guess: it cannot be fitted"
-                )
-        elif name not in params:
-            raise ValueError(
-                f"free names unknown parameter {name!r}; {cls}'s parameters are "
-                f"{', '.join(params)}, and initial values are 'state.<var>' with variables "
-                f"{', '.join(states)}"
-            )
-        if name == control:
-            raise ValueError(f"{name!r} is the control parameter of the data; it cannot be free")
-        out[name] = as_transform(spec, name)
-    return out
-
-
-def initial_values(model: Model, transforms) -> np.ndarray:
-    """The free variables' values in `model` (the fit's start), each checked to be a scalar
-    inside its transform's range."""
-    state = model.initial_state()
-    values = []
-    for name, transform in transforms.items():
-        var = state_var(name)
-        value = getattr(model, name) if var is None else state[var]
-        if np.ndim(value) != 0:
-            raise ValueError(
-                f"free parameter {name!r} has shape {np.shape(value)}; only scalars can be "
-                "fitted (fix array-valued ones)"
-            )
-        value = float(np.asarray(value))
-        if not bool(transform.contains(value)):
-            raise ValueError(
-                f"initial value {name} = {value:g} lies outside the range "
-                f"{transform.describe()} of its transform {type(transform).__name__}; start "
-                "from a value inside it"
-            )
-        values.append(value)
-    return np.array(values)
