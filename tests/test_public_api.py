@@ -6,7 +6,8 @@ being added here fails: the public face changes only on purpose. (One entry was 
 purpose: `importlib`, the standard-library module the old `__init__.py` happened to leave in
 the namespace; `wants_split_terms` was added to `difsim.solvers`; issue 13 added the
 stochastic models: `Noise`, `brownian_path`, `KalmanLikelihood`, `SimulatedMoments`, three
-SDE zoo models and the SDE solver table.)"""
+SDE zoo models and the SDE solver table; issue 28 added equation discovery: `discover`,
+`Discovery`, `PolynomialLibrary`, `FunctionLibrary`.)"""
 
 import inspect
 
@@ -23,11 +24,13 @@ DIFSIM = {
     "Bounded": "class",
     "ConfigError": "class",
     "Dirichlet": "class",
+    "Discovery": "class",
     "Event": "class",
     "EventRecord": "class",
     "Experiment": "class",
     "FitResult": "class",
     "FitWarning": "class",
+    "FunctionLibrary": "class",
     "Grid": "class",
     "GridSweep": "class",
     "Identity": "class",
@@ -39,6 +42,7 @@ DIFSIM = {
     "Noise": "class",
     "Normal": "class",
     "Periodic": "class",
+    "PolynomialLibrary": "class",
     "Positive": "class",
     "RandomSweep": "class",
     "ResourceError": "class",
@@ -59,6 +63,7 @@ DIFSIM = {
     "conservative_divergence": "function",
     "dealias": "function",
     "dealias_mask": "function",
+    "discover": "function",
     "derivative": "function",
     "derivative_symbol": "function",
     "divergence": "function",

@@ -46,6 +46,12 @@ from difsim._fit import (
     fit as fit,
 )
 from difsim._io import difsim_version as _difsim_version, to_xarray as to_xarray
+from difsim._learn import (
+    Discovery as Discovery,
+    FunctionLibrary as FunctionLibrary,
+    PolynomialLibrary as PolynomialLibrary,
+    discover as discover,
+)
 from difsim._pde import (
     BoundaryCondition as BoundaryCondition,
     Dirichlet as Dirichlet,
