@@ -67,6 +67,8 @@ FIT_ERROR_CASES = [
     ("fit.sigma.cases", 2.0, "fit.sigma.cases", ["not an observed", "'confined_to_bed'"]),
     ("fit.weights.confined_to_bed", "x", "fit.weights.confined_to_bed", ["a positive number"]),
     ("fit.seed", 3, "fit.seed", ["[fit] seed", "multistart only"]),
+    ("fit.clip", 1.0, "fit.clip", ["[fit] clip", "optax (adam,"]),
+    ("fit.free.bet[0]", "positive", "fit.free.bet[0]", ["SIR has no parameter 'bet[0]'"]),
     ("fit.multiple_shooting", 1, "fit.multiple_shooting", [">= 2", "1 (an integer)"]),
     ("fit.control", "rho", "fit.control", ["SIR has no parameter 'rho'"]),
     ("fit.steps", -1, "fit.steps", ["an integer >= 0"]),

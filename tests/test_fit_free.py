@@ -11,6 +11,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 import xarray as xr
 
@@ -197,6 +198,20 @@ def test_checkpoint_of_another_network_is_refused(tmp_path):
     with pytest.raises(ValueError, match="checkpoint"):
         ds.fit(retrained, decay_data(), ["net"], optimizer="adam", steps=3, checkpoint=path, **TOL)
     assert path.read_bytes() == before  # the refusal loses nothing
+
+
+def test_clipped_step_with_a_schedule():
+    # SGD's first step clipped to global norm c: exactly -rate * c * g / |g|.
+    rate, clip = optax.exponential_decay(0.1, 1, 0.5), 1e-3
+    setup = prepare_fit(Learned(k=0.3), decay_data(), ["net", "k"], optimizer="sgd",
+                        learning_rate=rate, clip=clip, **TOL)  # fmt: skip
+    u0 = setup.u0
+    grad = np.asarray(jax.grad(setup.problem.loss)(u0))
+    driver, state = setup.driver.prepare(setup.problem, u0)
+    step = driver.step(setup.problem, u0, state, u0)
+    np.testing.assert_allclose(step.u - u0, -0.1 * clip * grad / np.linalg.norm(grad), rtol=1e-6)
+    with pytest.raises(ValueError, match="clip bounds the gradient steps of optax optimizers"):
+        ds.fit(Learned(), decay_data(), ["net"], clip=1.0, **TOL)
 
 
 def test_path_steps():

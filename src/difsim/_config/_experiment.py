@@ -180,8 +180,8 @@ class FitSpec:
 
     # The scalar settings of [fit], in the order the config writes them.
     SETTINGS = (
-        "data", "time", "t0", "control", "noise", "optimizer", "steps", "learning_rate", "tol",
-        "adjoint", "multiple_shooting", "shooting_penalty", "multistart", "seed",
+        "data", "time", "t0", "control", "noise", "optimizer", "steps", "learning_rate", "clip",
+        "tol", "adjoint", "multiple_shooting", "shooting_penalty", "multistart", "seed",
         "multistart_scale", "checkpoint", "max_failures",
     )  # fmt: skip
 
@@ -197,6 +197,7 @@ class FitSpec:
     optimizer: str = "trust_region"
     steps: int | None = None
     learning_rate: float = 1e-2
+    clip: float | None = None
     tol: float = 1e-8
     adjoint: str | None = None
     multiple_shooting: int | None = None
@@ -225,6 +226,7 @@ class FitSpec:
             optimizer=self.optimizer,
             steps=self.steps,
             learning_rate=float(self.learning_rate),
+            clip=None if self.clip is None else float(self.clip),
             tol=float(self.tol),
             adjoint=self.adjoint,
             checkpoint=self.checkpoint,

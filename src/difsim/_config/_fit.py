@@ -41,6 +41,7 @@ from difsim._core import state_key, state_var
 from difsim._fit import (
     ADJOINTS,
     NOISE_MODELS,
+    OPTAX_OPTIMIZERS,
     OPTIMIZERS,
     MultipleShooting,
     as_transform,
@@ -128,6 +129,8 @@ def _check_settings(values: dict[str, Any], cls: str, params: list[str]) -> None
     )
     for key in ("seed", "multistart_scale"):
         _only_with(values, key, values["multistart"] is not None, "multistart")
+    optax_names = ", ".join(OPTAX_OPTIMIZERS)
+    _only_with(values, "clip", values["optimizer"] in OPTAX_OPTIMIZERS, f"optax ({optax_names})")
 
 
 def _check_observe(observe: dict[str, Any], cls: str, states: list[str]) -> None:
@@ -311,6 +314,7 @@ FIT_SECTION = Section(
             NON_NEGATIVE_INT, "most optimizer steps (default 256, or 1000 for optax)", None
         ),
         "learning_rate": Key(POSITIVE, "learning rate of optax optimizers", 1e-2),
+        "clip": Key(POSITIVE, "largest gradient norm of an optax step (clipped above)", None),
         "tol": Key(POSITIVE, "rtol = atol of the convergence test (optimistix)", 1e-8),
         "adjoint": Key(
             STRING,

@@ -15,6 +15,7 @@ from difsim._fit._diagnostics import (
 )
 from difsim._fit._drivers import (
     ADJOINTS as ADJOINTS,
+    OPTAX_OPTIMIZERS as OPTAX_OPTIMIZERS,
     OPTIMIZERS as OPTIMIZERS,
 )
 from difsim._fit._fit import (

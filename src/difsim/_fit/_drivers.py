@@ -43,43 +43,67 @@ ADJOINTS = ("checkpoint", "forward")
 
 
 @functools.lru_cache(maxsize=64)
-def named_optax(name: str, learning_rate: float) -> optax.GradientTransformationExtraArgs:
+def named_optax(name: str, learning_rate, clip: float | None = None):
+    """The optax optimizer `name` at `learning_rate` (a number or an optax schedule, a
+    function of the step count), after clipping the gradient to global norm `clip`."""
     # Cached: the same name and rate give the same (hashable) object, so the compiled
     # block is reused across fits instead of being recompiled for every new closure.
     if name == "lbfgs":
         opt = optax.lbfgs()
     else:
         opt = OPTAX_OPTIMIZERS[name](learning_rate)
-    return optax.with_extra_args_support(opt)
+    return _with_extra_args(opt, clip)
 
 
 @functools.lru_cache(maxsize=64)
-def _with_extra_args(optimizer: optax.GradientTransformation):
+def _with_extra_args(optimizer: optax.GradientTransformation, clip: float | None = None):
     # Cached so that passing the same optax object again reuses the compiled block.
+    if clip is not None:
+        optimizer = optax.chain(optax.clip_by_global_norm(clip), optimizer)
     return optax.with_extra_args_support(optimizer)
 
 
-def make_driver(optimizer: Any, *, learning_rate: float, tol: float, adjoint: str):
+def make_driver(optimizer: Any, *, learning_rate, tol: float, adjoint: str, clip=None):
     """An [`AbstractDriver`][] for an optimizer name, an optax transformation or an
-    optimistix solver."""
+    optimistix solver; `clip` (optax only) bounds each gradient's global norm."""
+    if not callable(learning_rate):
+        if isinstance(learning_rate, bool) or not float(learning_rate) > 0:
+            raise ValueError(
+                f"learning_rate must be a positive number or an optax schedule, got "
+                f"{learning_rate!r}"
+            )
+        learning_rate = float(learning_rate)
+    if clip is not None and (isinstance(clip, bool) or not float(clip) > 0):
+        raise ValueError(f"clip must be a positive gradient norm, got {clip!r}")
+    clip = None if clip is None else float(clip)
     if isinstance(optimizer, str):
         key = optimizer.lower()
         if key in OPTAX_OPTIMIZERS:
-            return OptaxDriver(named_optax(key, float(learning_rate)), adjoint, key)
+            return OptaxDriver(named_optax(key, learning_rate, clip), adjoint, key)
         if key in OPTIMISTIX_SOLVERS:
+            _no_clip(clip, key)
             return OptimistixDriver(OPTIMISTIX_SOLVERS[key](rtol=tol, atol=tol), adjoint, key)
         raise ValueError(
             f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}, or pass "
             "an optax GradientTransformation or an optimistix solver"
         )
     if isinstance(optimizer, optx.AbstractLeastSquaresSolver | optx.AbstractMinimiser):
+        _no_clip(clip, type(optimizer).__name__)
         return OptimistixDriver(optimizer, adjoint, type(optimizer).__name__)
     if isinstance(optimizer, optax.GradientTransformation):
-        return OptaxDriver(_with_extra_args(optimizer), adjoint, "optax")
+        return OptaxDriver(_with_extra_args(optimizer, clip), adjoint, "optax")
     raise TypeError(
         f"optimizer must be a name ({', '.join(OPTIMIZERS)}), an optax GradientTransformation "
         f"or an optimistix least-squares solver or minimiser, got {type(optimizer).__name__}"
     )
+
+
+def _no_clip(clip, name: str) -> None:
+    if clip is not None:
+        raise ValueError(
+            f"clip bounds the gradient steps of optax optimizers; {name} takes its own "
+            "(trust-region or line-search) steps: remove clip, or choose e.g. 'adam'"
+        )
 
 
 class Step(eqx.Module):

@@ -50,7 +50,8 @@ def fit(
     sigma: Mapping[str, Any] | None = None,
     optimizer: Any = "trust_region",
     steps: int | None = None,
-    learning_rate: float = 1e-2,
+    learning_rate: float | Callable = 1e-2,
+    clip: float | None = None,
     tol: float = 1e-8,
     adjoint: str | None = None,
     time: str | None = None,
@@ -102,7 +103,10 @@ def fit(
       its start's basin: for several minima use `multistart`.
     - `steps`: most optimizer steps (default 256 for the least-squares solvers and
       optimistix minimisers, 1000 for optax).
-    - `learning_rate`: for named optax optimizers. `tol`: `rtol = atol` of named
+    - `learning_rate`: for named optax optimizers: a number, or an optax schedule (e.g.
+      `optax.cosine_decay_schedule(1e-2, 2000)`). `clip`: with an optax optimizer, scale
+      each gradient down to this global norm at most (`optax.clip_by_global_norm`): keeps
+      a network's first steps from blowing up a stiff solve. `tol`: `rtol = atol` of named
       optimistix solvers (the convergence test).
     - `adjoint`: `"checkpoint"` (reverse mode through the solve) or `"forward"` (forward
       mode, one tangent per free variable). Default: forward for least-squares solvers
@@ -141,7 +145,8 @@ def fit(
     """
     setup = prepare_fit(
         model, data, free, observe=observe, noise=noise, objective=objective, weights=weights,
-        sigma=sigma, optimizer=optimizer, steps=steps, learning_rate=learning_rate, tol=tol,
+        sigma=sigma, optimizer=optimizer, steps=steps, learning_rate=learning_rate, clip=clip,
+        tol=tol,
         adjoint=adjoint, time=time, t0=t0, control=control,
         multiple_shooting=multiple_shooting, multistart=multistart, solver=solver, rtol=rtol,
         atol=atol, max_steps=max_steps, root_tol=root_tol,
@@ -176,7 +181,7 @@ class FitSetup(NamedTuple):
 
 def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian", objective=None,
                 weights=None, sigma=None, optimizer="trust_region", steps=None, learning_rate=1e-2,
-                tol=1e-8, adjoint=None, time=None, t0=None, control=None,
+                clip=None, tol=1e-8, adjoint=None, time=None, t0=None, control=None,
                 multiple_shooting=None, multistart=None, solver=None, rtol=1e-6, atol=1e-6,
                 max_steps=4096, root_tol=None) -> FitSetup:  # fmt: skip
     """Everything [`fit`][] does before optimising, checked (same arguments); also what
@@ -203,14 +208,16 @@ def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian"
             pairs, sigma, t0, sim, dtype,
         )  # fmt: skip
         driver, steps = _driver(
-            optimizer, learning_rate, tol, adjoint, steps, num_free, problem.data
+            optimizer, (learning_rate, clip), tol, adjoint, steps, num_free, problem.data
         )
         problem, extra = problem.with_adjoint(driver.adjoint), np.zeros(0)
     else:
         fdata = fit_data(
             dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma, dtype=dtype
         )
-        driver, steps = _driver(optimizer, learning_rate, tol, adjoint, steps, num_free, fdata)
+        driver, steps = _driver(
+            optimizer, (learning_rate, clip), tol, adjoint, steps, num_free, fdata
+        )
         sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint, root_tol)
         problem, extra = _problem(
             model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords
@@ -271,9 +278,13 @@ def _start_time(cls: str, coords: np.ndarray, t0: float | None, control: str | N
     return t0
 
 
-def _driver(optimizer, learning_rate, tol, adjoint, steps, num_free: int, fdata):
-    """The optimizer's driver, its adjoint resolved, and the number of steps."""
-    driver = make_driver(optimizer, learning_rate=learning_rate, tol=tol, adjoint="checkpoint")
+def _driver(optimizer, rate, tol, adjoint, steps, num_free: int, fdata):
+    """The optimizer's driver, its adjoint resolved, and the number of steps (`rate`:
+    the learning rate and the gradient clip)."""
+    learning_rate, clip = rate
+    driver = make_driver(
+        optimizer, learning_rate=learning_rate, tol=tol, adjoint="checkpoint", clip=clip
+    )
     if adjoint is None:
         lsq = isinstance(driver, OptimistixDriver) and driver.least_squares
         # Forward mode when the Jacobian has fewer columns (free variables) than rows.
@@ -282,7 +293,9 @@ def _driver(optimizer, learning_rate, tol, adjoint, steps, num_free: int, fdata)
         raise ValueError(
             f"unknown adjoint {adjoint!r} for fit; choose one of {', '.join(ADJOINTS)}"
         )
-    driver = make_driver(optimizer, learning_rate=learning_rate, tol=tol, adjoint=adjoint)
+    driver = make_driver(
+        optimizer, learning_rate=learning_rate, tol=tol, adjoint=adjoint, clip=clip
+    )
     default_steps = 256 if isinstance(driver, OptimistixDriver) else 1000
     steps = default_steps if steps is None else steps
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
