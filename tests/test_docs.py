@@ -132,9 +132,10 @@ def test_fragments_are_few_and_every_doc_with_code_runs():
     assert len(blocks) - len(skipped) >= 20  # the extractor still finds the docs' code
     from .test_docs_events import HERE as EVENTS
     from .test_docs_guides import HERE as GUIDES
+    from .test_docs_learning import HERE as LEARNING
     from .test_docs_stochastic import HERE as STOCHASTIC
 
-    covered = sorted(HERE + GUIDES + STOCHASTIC + EVENTS)
+    covered = sorted(HERE + GUIDES + STOCHASTIC + EVENTS + LEARNING)
     assert covered == sorted(str(p.relative_to(ROOT)) for p in RUNNABLE), covered
 
 

@@ -1,0 +1,35 @@
+"""The code of docs/learning.md runs, and the numbers it states hold: the learned friction
+against the exact linear friction of the data's closed-form solution, the refusal of a
+start outside a transform's range, the output variables of a free network.
+
+The runner and its conventions are in test_docs.py; this file runs in its own process.
+"""
+
+import numpy as np
+
+from .test_docs import run_doc as run_doc, workdir as workdir  # noqa: F401 (fixtures)
+
+HERE = ["docs/learning.md"]
+DOC = "docs/learning.md"
+
+
+def test_every_python_block_runs(run_doc):
+    assert "ds" in run_doc(DOC)
+
+
+def test_learned_friction_is_the_true_one(run_doc):
+    doc = run_doc(DOC)
+    # The doc says ~5e-4 on |v| <= 1.5, against a friction force of up to 0.45.
+    assert doc["friction_error"] < 1e-3
+    assert "25 values (MLP)" in doc["result"].summary()
+    assert np.all(np.isnan(doc["result"].covariance))
+
+
+def test_refusal_and_outputs(run_doc):
+    doc = run_doc(DOC)
+    assert "1 of the 3 initial values of c lie outside the range (0, inf)" in doc["refused"]
+    weights = doc["weights"]
+    assert weights.shape == (8, 1) and weights.attrs["path"] == "friction.layers[0].weight"
+    np.testing.assert_array_equal(weights.values, doc["result"].model.friction.layers[0].weight)
+    losses = doc["adam_losses"]
+    assert losses.shape == (100,) and losses[-1] < 0.5 * losses[0]
