@@ -78,7 +78,7 @@ def _contenders(difsim_loss: Callable, hand_loss: Callable, steps: int | None = 
                 scan: Callable | None = None) -> dict:  # fmt: skip
     """Loss and gradient of each, and where the diffrax gradient's time goes: `steps` (the
     most steps a solve takes) adds its gradient with `checkpoints=steps` (diffrax's default,
-    about sqrt(2 max_steps) = 181 checkpoints, allocates and carries them all however few
+    about sqrt(2 max_steps) = 180 checkpoints, allocates and carries them all however few
     steps are taken), `scan` a `_scan_loss` of as many steps and its gradient."""
     fns = {
         "difsim loss": difsim_loss,

@@ -32,7 +32,7 @@ process CPU time (steadier than wall time on a shared machine) and wall time, me
 before and after each problem.
 
 ```
-python experiments/benchmarks/bench_gradients.py                  # ~6 minutes on 2 cores
+python experiments/benchmarks/bench_gradients.py                  # ~7 minutes on 2 cores
 python experiments/benchmarks/bench_gradients.py --quick          # P = 10, 1000; 3 repeats
 python experiments/benchmarks/bench_gradients.py --parts ensemble ude \\
     --markdown runs/bench_gradients.md --json runs/bench_gradients.json
@@ -267,13 +267,14 @@ def render_header(report: dict) -> str:
 
 
 # ------------------------------------------------------------------ main
-def build(part: str, sizes: list[int]) -> list:
+def build(part: str, sizes: list[int], anatomy_from: int) -> list:
     """Builders of the problems of `part` (called one at a time, so that the compiled code
-    of one problem can be dropped before the next)."""
+    of one problem can be dropped before the next); the anatomy contenders (checkpoints =
+    steps, scan floor) from `anatomy_from` parameters up."""
     if part == "network":
-        return [lambda p=p: gp.network_problem(p) for p in sizes]
+        return [lambda p=p: gp.network_problem(p, p >= anatomy_from) for p in sizes]
     if part == "field":
-        return [lambda p=p: gp.field_problem(p) for p in sizes]
+        return [lambda p=p: gp.field_problem(p, p >= anatomy_from) for p in sizes]
     return [gp.ensemble_problem if part == "ensemble" else gp.ude_problem]
 
 
@@ -283,12 +284,14 @@ def main() -> None:
     parser.add_argument("--sizes", default=None, help="P values, e.g. 10,100,1e3,1e4,1e5")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--anatomy-from", type=float, default=1e3,
+                        help="anatomy contenders from this many parameters up")  # fmt: skip
     parser.add_argument("--markdown", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     sizes = args.sizes or ("10,1e3" if args.quick else "10,100,1e3,1e4,1e5")
     sizes = [int(float(s)) for s in sizes.split(",")]
-    repeats = args.repeats or (3 if args.quick else 7)
+    repeats = args.repeats or (3 if args.quick else 5)
     report = dict(date=today(), command=command_line(), machine=machine_info(),
                   versions=versions((*VERSIONED, "optax")), repeats=repeats, sizes=sizes,
                   rtol=gp.RTOL, atol=gp.ATOL, parts={})  # fmt: skip
@@ -296,7 +299,7 @@ def main() -> None:
     for part in args.parts:
         print(f"{part} ({time.perf_counter() - start:.0f} s)", flush=True)
         report["parts"][part] = []
-        for make in build(part, sizes):
+        for make in build(part, sizes, int(args.anatomy_from)):
             report["parts"][part].append(run_problem(make(), repeats))
             jax.clear_caches()
     report["total_s"] = time.perf_counter() - start
