@@ -18,6 +18,7 @@ import xarray as xr
 import difsim as ds
 from difsim._fit._fit import prepare_fit
 from difsim._fit._free import flatten, path_steps
+from difsim._plot._fit import estimates_text
 from tests.helpers import scipy_reference
 
 K = 0.7  # the decay rate the learned term must find
@@ -112,6 +113,9 @@ def test_network_recovers_the_missing_term():
     weight = out["fitted_net_layers_0_weight"]
     np.testing.assert_array_equal(weight.values, np.asarray(result.model.net.layers[0].weight))
     assert weight.attrs["path"] == "net.layers[0].weight" and weight.dims[0].endswith("_dim0")
+    lines = estimates_text(out)  # the fit figure's panel: no `parameter` dimension here
+    assert len(lines) == 1 and lines[0].startswith("net: 19 values in [")
+    assert result.plot() is not None
 
 
 def test_array_fit_equals_the_scalar_fit(tmp_path):

@@ -168,7 +168,8 @@ def _info(model, name: str) -> dict[str, str]:
 def _array_parameters(result, coords: dict) -> dict[str, Any]:
     """Each array free variable as `fitted_<name>` (with `fitted_<name>_stderr`), and each
     floating-point array of a free module as `fitted_<name>_<path>`: dims
-    `<variable>_dim<i>`, the free variable's path in the attribute `path`."""
+    `<variable>_dim<i>`; attributes `free` (the free variable) and `path` (the array's
+    own path)."""
     out: dict[str, Any] = {}
     for name in result.names:
         value = result.parameters[name]
@@ -181,7 +182,7 @@ def _array_parameters(result, coords: dict) -> dict[str, Any]:
             full = name + jax.tree_util.keystr(path)
             var = "fitted_" + re.sub(r"\W+", "_", full).strip("_")
             dims = tuple(f"{var}_dim{i}" for i in range(np.ndim(leaf)))
-            attrs = {"path": full, "long_name": f"fitted {info['long_name']}"}
+            attrs = {"free": name, "path": full, "long_name": f"fitted {info['long_name']}"}
             out[var] = (dims, np.asarray(leaf), {**attrs, "units": info["units"]})
             if not is_module:
                 se = {**attrs, "long_name": f"standard error of {full}", "units": info["units"]}

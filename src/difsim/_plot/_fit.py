@@ -11,14 +11,25 @@ from difsim._plot._figure import finish_figure, label, set_log_scale
 
 
 def estimates_text(dataset: xr.Dataset) -> list[str]:
-    """One line per free parameter: `"name = value ± stderr units"`."""
+    """One line per free parameter: `"name = value ± stderr units"`; then one per free
+    array or network (its variables' attribute `free`): its shape or size, and range."""
     lines = []
-    for i, name in enumerate(np.asarray(dataset["parameter"]).tolist()):
+    names = np.asarray(dataset["parameter"]).tolist() if "parameter" in dataset else []
+    for i, name in enumerate(names):
         value, se = float(dataset["value"][i]), float(dataset["stderr"][i])
         units = str(dataset["parameter_units"][i].item()) if "parameter_units" in dataset else ""
         units = "" if units in ("", "1") else f" {units}"
         spread = f" ± {se:.2g}" if np.isfinite(se) else " (no std. error)"
         lines.append(f"{name} = {value:.4g}{spread}{units}")
+    groups: dict[str, list[np.ndarray]] = {}
+    for var in dataset.data_vars.values():
+        if "free" in var.attrs and not str(var.name).endswith("_stderr"):
+            groups.setdefault(var.attrs["free"], []).append(np.asarray(var, dtype=float))
+    for name, arrays in groups.items():
+        flat = np.concatenate([a.ravel() for a in arrays])
+        shape = "x".join(str(n) for n in arrays[0].shape) if len(arrays) == 1 else ""
+        what = f"[{shape}]" if shape else f"{flat.size} values"
+        lines.append(f"{name}: {what} in [{np.min(flat):.3g}, {np.max(flat):.3g}]")
     return lines
 
 
