@@ -3,15 +3,16 @@ by the sequentially thresholded least squares (STLSQ) of SINDy (Brunton, Proctor
 PNAS 113, 3932 (2016)).
 
 Why difsim's own STLSQ, not pysindy's. pysindy (2.1) is the reference implementation and
-stays the test's reference (`tests/test_discover.py` checks coefficients against its
-`STLSQ` to 1e-10; it is in the `dev` extra). As a runtime dependency it does not earn its
-place: STLSQ is a least-squares loop of a few lines over NumPy, while `pip install
-pysindy` pulls in scikit-learn (51 MB), joblib, threadpoolctl, narwhals, derivative,
-cloudpickle, lazy-importer, zipp and importlib-metadata (61 MB, 9 packages) and its
-import costs ~3 s more (scikit-learn's validation machinery, and pysindy's own import of
-JAX) — as much again as importing difsim. difsim's version also takes difsim's inputs as
-they are (a `Solution`, a dataset, a model's network field), names terms after the
-state variables, and its result's `predict` runs under `jax.jit` inside a model's `rhs`.
+stays the tests' reference (`tests/test_discover.py` checks the coefficients against its
+`STLSQ`, with both normalisations, to 1e-10; it is in the `dev` extra). As a runtime
+dependency it does not earn its place: STLSQ is a least-squares loop of a few lines over
+NumPy, while `pip install pysindy` adds nine packages (scikit-learn, joblib, threadpoolctl,
+narwhals, derivative, cloudpickle, lazy-importer, zipp, importlib-metadata: 63 MB with
+pysindy, 51 MB of it scikit-learn), and importing it after difsim took 1.8-3.0 s more
+(measured on 2 shared CPU cores, where importing difsim took 3-6 s). difsim's version
+also takes difsim's inputs as they are (a `Solution`, a dataset, a model's network field),
+names the terms after the state variables, and its result's `predict` runs under
+`jax.jit` inside a model's `rhs`.
 """
 
 import warnings
