@@ -29,7 +29,7 @@ from difsim._config import (
     load_config,
 )
 from difsim._core import noise_summary, reports_model_time, simulate
-from difsim._fit import check_checkpoint, fit
+from difsim._fit import check_checkpoint, fit, with_networks
 from difsim._io import (
     RUN_ATTR,
     atomic_write,
@@ -246,7 +246,7 @@ def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress) -> RunRe
     nc_path, png_path = outputs.netcdf, outputs.plot
     spec = experiment.solver
     with jax.enable_x64(spec.dtype == "float64"):
-        model = experiment.model.build()
+        model = with_networks(experiment.model.build(), experiment.fit.network)
         start = time.perf_counter()
         try:
             result = fit(

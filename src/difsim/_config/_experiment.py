@@ -190,6 +190,8 @@ class FitSpec:
     observe: Mapping[str, str] = dataclasses.field(default_factory=dict)
     weights: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     sigma: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # [fit.network.<field>]: a network built for the field, and fitted.
+    network: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     time: str | None = None
     t0: float | None = None
     control: str | None = None
@@ -214,8 +216,9 @@ class FitSpec:
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of [`fit`][]: `free`, `observe`, … (`multistart` as
         `(n, jax.random.key(seed), scale)`)."""
+        free = {k: (tuple(v) if isinstance(v, list) else v) for k, v in self.free.items()}
         out: dict[str, Any] = dict(
-            free={k: (tuple(v) if isinstance(v, list) else v) for k, v in self.free.items()},
+            free={**{name: "identity" for name in self.network}, **free},
             observe=dict(self.observe) or None,
             weights={k: np.asarray(v, float) for k, v in self.weights.items()} or None,
             sigma={k: np.asarray(v, float) for k, v in self.sigma.items()} or None,
@@ -243,7 +246,9 @@ class FitSpec:
 
     def to_dict(self) -> dict[str, Any]:
         settings = {k: getattr(self, k) for k in self.SETTINGS}
-        tables = {k: dict(getattr(self, k)) for k in ("free", "observe", "weights", "sigma")}
+        tables = {
+            k: dict(getattr(self, k)) for k in ("free", "observe", "weights", "sigma", "network")
+        }
         return {
             **{k: v for k, v in settings.items() if v is not None},
             **{k: v for k, v in tables.items() if v},

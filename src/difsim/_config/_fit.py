@@ -17,6 +17,7 @@ small) against `[fit.observe]`, `[fit.weights]` and `[fit.sigma]`.
 """
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from difsim._config._experiment import FitSpec, SolverSpec, field_defaults
@@ -39,13 +40,16 @@ from difsim._config._schema import (
 )
 from difsim._core import state_key, state_var
 from difsim._fit import (
+    ACTIVATIONS,
     ADJOINTS,
+    NETWORK_KEYS,
     NOISE_MODELS,
     OPTAX_OPTIMIZERS,
     OPTIMIZERS,
     MultipleShooting,
     as_transform,
     check_data_values,
+    network_sizes,
     path_steps,
     read_data,
 )
@@ -56,6 +60,7 @@ SUBTABLES = {
     "observe": "a data variable = the state variable it observes",
     "weights": "a data variable = its residual weight (a number or one per data point)",
     "sigma": "a data variable = its noise scale (a number or one per data point)",
+    "network": "a parameter = a table: width, depth, activation, seed, in_size, out_size",
 }
 
 
@@ -69,7 +74,8 @@ def parse_fit(values: dict[str, Any], parsed: dict[str, Any]) -> FitSpec:
     control = values["control"]
     _check_settings(values, cls.__name__, params)
     free = _flatten_state(values["free"], "free")
-    if not free:
+    _check_networks(values["network"], cls, params)
+    if not free and not values["network"]:
         raise ConfigError(
             'nothing to fit: name at least one parameter or "state.<var>" with its range, '
             'e.g. alpha = "positive"',
@@ -93,9 +99,56 @@ def parse_fit(values: dict[str, Any], parsed: dict[str, Any]) -> FitSpec:
         observe=observe,
         weights=dict(values["weights"]),
         sigma=dict(values["sigma"]),
+        network={k: dict(v) for k, v in values["network"].items()},
         **settings,
         shooting=_shooting(values["multiple_shooting"], values["shooting_penalty"]),
     )
+
+
+def _check_networks(networks: dict[str, Any], cls: type, params: list[str]) -> None:
+    """`[fit.network.<field>]`: a parameter of the model, known keys with valid values,
+    and sizes that are given or come from the field's default `eqx.nn.MLP`."""
+    defaults = SimpleNamespace(**field_defaults(cls))
+    for field, spec in networks.items():
+        key = f"fit.network.{field}"
+        if field not in params:
+            raise ConfigError(
+                f"{cls.__name__} has no parameter {field!r} to hold a network; its parameters "
+                f"are {names_list(params)}{did_you_mean(field, params)}",
+                key,
+            )
+        if not isinstance(spec, dict):
+            raise ConfigError(
+                f'expected a table (width = 32, depth = 2, activation = "tanh", seed = 0), '
+                f"got {given(spec)}",
+                key,
+            )
+        for name, value in spec.items():
+            _check_network_key(f"{key}.{name}", name, value)
+        try:
+            network_sizes(defaults, field, spec)
+        except ValueError as e:
+            raise ConfigError(str(e), key) from None
+
+
+def _check_network_key(key: str, name: str, value: Any) -> None:
+    if name not in NETWORK_KEYS:
+        raise ConfigError(
+            f"unknown key {name!r}; a network takes {names_list(list(NETWORK_KEYS))}"
+            f"{did_you_mean(name, list(NETWORK_KEYS))}",
+            key,
+        )
+    if name == "activation":
+        if value not in ACTIVATIONS:
+            raise ConfigError(
+                f"unknown activation {given(value)}; choose one of "
+                f"{names_list(list(ACTIVATIONS))}{did_you_mean(str(value), list(ACTIVATIONS))}",
+                key,
+            )
+        return
+    least = 0 if name in ("depth", "seed") else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"expected an integer >= {least}, got {given(value)}", key)
 
 
 def _check_solver(solver: SolverSpec) -> None:
@@ -331,7 +384,10 @@ FIT_SECTION = Section(
         ),
         "checkpoint": Key(STRING, "file to save (and resume) the optimisation state", None),
         "max_failures": Key(POSITIVE_INT, "consecutive rejected steps before the fit stops", 20),
-        "free": Key(TABLE, "[fit.free]: what to fit and its range", REQUIRED),
+        "free": Key(TABLE, "[fit.free]: what to fit and its range", {}),
+        "network": Key(
+            TABLE, "[fit.network.<field>]: a network (width, depth, activation, seed) to fit", {}
+        ),
         "observe": Key(
             TABLE, "[fit.observe]: data variable = state variable (default: same names)", {}
         ),

@@ -24,6 +24,13 @@ from difsim._fit._fit import (
 from difsim._fit._free import (
     path_steps as path_steps,
 )
+from difsim._fit._network import (
+    ACTIVATIONS as ACTIVATIONS,
+    NETWORK_KEYS as NETWORK_KEYS,
+    network_sizes as network_sizes,
+    rbf as rbf,
+    with_networks as with_networks,
+)
 from difsim._fit._result import (
     FitResult as FitResult,
 )

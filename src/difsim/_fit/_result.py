@@ -273,16 +273,8 @@ def make_result(
             scalars, [values[n] for n in scalars], [errors[n] for n in scalars], estimate,
             problem, None if modules else problem.element_names(),
         ))  # fmt: skip
-    start_losses = start_parameters = None
-    if batched:
-        start_losses = np.asarray(carry.best_loss)
-        nat = np.asarray(jax.vmap(problem.natural)(jnp.asarray(carry.best_u)))
-        offsets = np.cumsum((0,) + problem.sizes())
-        start_parameters = {
-            name: nat[:, offsets[i]] if offsets[i + 1] - offsets[i] == 1
-            else nat[:, offsets[i] : offsets[i + 1]]
-            for i, name in enumerate(names)
-        }  # fmt: skip
+    start_losses = np.asarray(carry.best_loss) if batched else None
+    start_parameters = _start_parameters(problem, carry, names) if batched else None
     return FitResult(
         model=problem.model_from(u),
         parameters=values,
@@ -309,6 +301,18 @@ def make_result(
         newton_step=float(estimate.step),
         notes=notes,
     )
+
+
+def _start_parameters(problem: AbstractProblem, carry: Carry, names) -> dict[str, np.ndarray]:
+    """Each start's final values of each free variable, `{name: (starts, ...)}` (a
+    variable's values ravelled)."""
+    nat = np.asarray(jax.vmap(problem.natural)(jnp.asarray(carry.best_u)))
+    offsets = np.cumsum((0,) + problem.sizes())
+    return {
+        name: nat[:, offsets[i]] if offsets[i + 1] - offsets[i] == 1
+        else nat[:, offsets[i] : offsets[i + 1]]
+        for i, name in enumerate(names)
+    }  # fmt: skip
 
 
 def _by_variable(problem: AbstractProblem, u, stderr: np.ndarray):
