@@ -33,3 +33,10 @@ def test_refusal_and_outputs(run_doc):
     np.testing.assert_array_equal(weights.values, doc["result"].model.friction.layers[0].weight)
     losses = doc["adam_losses"]
     assert losses.shape == (100,) and losses[-1] < 0.5 * losses[0]
+
+
+def test_discovery_finds_the_linear_friction(run_doc):
+    doc = run_doc(DOC)
+    found = doc["found"]
+    assert list(found.active("d_v")) == ["v"]  # only the linear term survives the threshold
+    assert abs(doc["linear"] + 0.3) < 3e-3  # the data's friction is -0.3 v
