@@ -62,7 +62,9 @@ def simulate_ensemble(
 
     **Arguments:** as [`simulate`][], plus
     - `points`: `{key: values}`, each of shape `(lanes, *value_shape)` with the same
-      number of lanes.
+      number of lanes. A sub-module of the model (an equinox network, a closure) is
+      shared by every lane and cannot be a key; its arrays are differentiated like any
+      parameter's.
     - `block_size`: lanes integrated together (default on a CPU: 256 for a few scalar
       state variables, fewer for larger states, about 2,048 state entries per block;
       every lane on a GPU).
@@ -176,6 +178,12 @@ def check_points(
                 "nor 'state.<var>'"
             )
         target = state[var] if var is not None else getattr(model, key)
+        if var is None and not eqx.is_array_like(target):
+            raise ValueError(
+                f"points: {type(model).__name__}'s {key!r} is a sub-module "
+                f"({type(target).__name__}), not a number or an array: only those vary over "
+                "the lanes; a network or other module is shared by every lane"
+            )
         if var is not None and var not in state:
             raise ValueError(f"points: {type(model).__name__} has no state variable {var!r}")
         arr = jnp.asarray(values)
@@ -239,7 +247,10 @@ def run_ensemble(
     lanes = points if keys is None else {**points, KEY_DATA: keys}
     ys, stats = solve_jit(cfg, dyn, lanes, (t0, t1, ts))
     out_ts = jnp.broadcast_to(t1, (n, 1)) if ts is None else jnp.broadcast_to(ts, (n, ts.shape[0]))
-    models = jax.vmap(lambda p: with_point(model, p), axis_size=n)(points)
+    # `filter_vmap`: a network's activation (or any callable or static leaf) is not an
+    # array and passes through unbatched; every array gets the lanes axis, as under
+    # `jax.vmap(ds.simulate)`.
+    models = eqx.filter_vmap(lambda p: with_point(model, p), axis_size=n)(points)
     return Solution(
         ts=out_ts,
         ys=ys,

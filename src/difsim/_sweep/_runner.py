@@ -67,7 +67,11 @@ def _chunk(dyn_leaves: tuple, save_leaves: tuple, points, static: _Static):
         points = dict(points)
         keys = points.pop(KEY_ENTRY, None)
         sol = run_ensemble(model, points, times, static.solver.settings, keys=keys)
-        kept = jax.vmap(static.keep.evaluate)(sol.model, sol)
+        # Each lane's model rebuilt from its point, not `sol.model`: the arrays no point
+        # changes (a network's weights) stay unbatched, never copied per lane; and
+        # `filter_vmap` passes the model's callables (its activation) through.
+        evaluate = lambda p, s: static.keep.evaluate(with_point(model, p), s)  # noqa: E731
+        kept = eqx.filter_vmap(evaluate)(points, sol)
         return dict(kept, status=sol.status, num_steps=sol.num_steps)
 
     def one(point):
