@@ -52,6 +52,10 @@ from difsim._io._ownership import (
     png_metadata as png_metadata,
     recorded as recorded,
 )
+from difsim._io._parameters import (
+    PARAMETER_ROLE as PARAMETER_ROLE,
+    fixed_variables as fixed_variables,
+)
 from difsim._io._progress import (
     Progress as Progress,
     format_rate as format_rate,
@@ -64,6 +68,7 @@ from difsim._io._provenance import (
     code_text as code_text,
     environment as environment,
     environment_attrs as environment_attrs,
+    value_digest as value_digest,
     versions_text as versions_text,
 )
 from difsim._io._text import plain_text as plain_text

@@ -260,6 +260,39 @@ class _Walk:
         return True
 
 
+def value_digest(value: Any) -> str:
+    """A SHA-256 (hex) of a parameter's value, the same in every process: its tree
+    structure with every node's static fields, and each leaf (arrays by dtype, shape and
+    bytes; functions, such as a network's activation, by their code; other values as the
+    code hash writes them). Never by `repr`, which holds memory addresses (a `jax.jit`
+    function's, a static callable field's)."""
+    digest = hashlib.sha256()
+    leaves, treedef = jax.tree.flatten(value)
+    _structure(digest, treedef)
+    for leaf in leaves:
+        if isinstance(leaf, np.ndarray | np.generic | jax.Array):
+            _Walk(digest).value(leaf)
+        else:
+            digest.update(b"leaf\0")
+            _Walk(digest).value(leaf)
+    return digest.hexdigest()
+
+
+def _structure(digest, treedef) -> None:
+    """Feed a tree structure into `digest`: each node's type and static data."""
+    data = treedef.node_data()
+    if data is None:
+        digest.update(b"*\0")
+        return
+    kind, aux = data
+    digest.update(f"node {kind.__module__}.{kind.__qualname__}\0".encode())
+    _Walk(digest).value(aux)
+    children = jax.tree_util.treedef_children(treedef)
+    digest.update(f"children {len(children)}\0".encode())
+    for child in children:
+        _structure(digest, child)
+
+
 def _wrapped(v: Any) -> types.FunctionType | None:
     """The function a library's wrapper `v` calls (its `__wrapped__`), if any."""
     try:

@@ -18,6 +18,13 @@ from difsim._io._meta import (
     plot_attrs,
     var_attrs,
 )
+from difsim._io._parameters import (
+    batch_ndim,
+    own_dims,
+    parameter_arrays,
+    parameter_variable_attrs,
+    same_over_batch,
+)
 from difsim._status import Status, flag_attrs
 
 
@@ -44,7 +51,11 @@ def to_xarray(
     (an index into the event names, which its CF `flag_meanings` list; -1 padding), and
     `<var>_before_event`, `<var>_after_event`.
     Scalar parameters go into the Dataset's attributes (with `<name>_units`); parameters
-    that vary over the batch become data variables over the batch dims. Undeclared units
+    that vary over the batch become data variables over the batch dims. Array-valued
+    parameters (an array field, the weights of an equinox network or of another
+    sub-module) become data variables named by their path (`k`, `net.layers[0].weight`),
+    over a grid's dims when shaped like the grid, else `<path>_dim<i>`, marked
+    `difsim_role = "parameter"` (see `difsim._io._parameters`). Undeclared units
     are written `"1"` (dimensionless, model units). Global attributes follow CF
     (`Conventions`, `history`, `source`, `title`) and carry the model's plot
     declarations (see `docs/configs.md`, "Outputs").
@@ -179,9 +190,16 @@ def _run_attrs(solution, status: np.ndarray) -> dict[str, Any]:
 
 
 def _add_parameters(model, status, batch_dims, batch_coords, attrs, coords, data_vars) -> None:
-    """Each parameter where it belongs: an attribute when one value serves the whole batch,
-    the batch coordinate named after it when swept, else a data variable."""
+    """Each parameter where it belongs: a scalar as an attribute when one value serves
+    the whole batch, as the batch coordinate named after it when swept, else as a data
+    variable over the batch dims; an array (an array field, a network's weights: see
+    `_parameters`) as a data variable named by its path, over its own dims, and over the
+    batch dims too where it differs between trajectories."""
+    nbatch = batch_ndim(model, status.shape)
+    arrays = parameter_arrays(model, nbatch=nbatch)
     for pname, value in model.parameters().items():
+        if pname in arrays:
+            continue
         info = param_attrs(type(model).parameter_info(pname))
         value = np.asarray(value)
         batched = value.ndim > 0 and value.shape == status.shape
@@ -193,5 +211,17 @@ def _add_parameters(model, status, batch_dims, batch_coords, attrs, coords, data
             # Swept over a batch axis named after it: the coordinate carries the values.
             coords[pname] = (pname, coords[pname][1], info)
         else:
-            pdims = batch_dims if batched else tuple(f"{pname}_dim{i}" for i in range(value.ndim))
-            data_vars[pname] = (pdims, value, info)
+            data_vars[pname] = (batch_dims, value, info)
+    grid_coords, grid_attrs = model.coords(), coord_attrs(model)
+    for path, (pname, leaf) in arrays.items():
+        value = np.asarray(leaf)
+        dims = own_dims(model, path, value.shape[nbatch:])
+        info = parameter_variable_attrs(model, path, pname)
+        if same_over_batch(value, nbatch):
+            data_vars[path] = (dims, value[(0,) * nbatch], info)
+        else:
+            data_vars[path] = ((*batch_dims, *dims), value, info)
+        for dim in dims:
+            if dim in grid_coords and dim not in coords:
+                meta = grid_attrs.get(dim, {"long_name": dim, "units": "1"})
+                coords[dim] = (dim, np.asarray(grid_coords[dim]), meta)

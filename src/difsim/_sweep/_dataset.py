@@ -71,8 +71,10 @@ class DatasetTemplate:
         self._slots = {name: (v.dims, v.shape, v.attrs) for name, v in self._variables.items()}
         self._attrs = dict(template.attrs)
         # Coordinates that are not indexes have mutable data: each Dataset gets a copy.
-        # (Index coordinates are immutable and shared.)
-        self._plain = tuple(n for n in template.coords if n not in template.xindexes)
+        # (Index coordinates are immutable and shared.) So do the fixed variables (a
+        # model's array parameters), which no chunk fills.
+        plain = [n for n in template.coords if n not in template.xindexes]
+        self._plain = (*plain, *layout.fixed)
 
     def fill(self, arrays: dict[str, np.ndarray], attrs: dict | None = None) -> xr.Dataset:
         """The Dataset of flat `arrays` (`{name: (size, *tail)}`, one per variable of the

@@ -52,14 +52,27 @@ def check_keys(keys, model: Model | type[Model], what: str = "sweep") -> None:
         )
         if key in cls.parameter_names() or key in _all_state_names(model):
             raise ValueError(
-                f"{what} key {key!r}: only scalar values can be swept, and {cls.__name__}'s "
-                f"{key!r} is an array or a sub-model; {listing}"
+                f"{what} key {key!r}: only scalar parameters and initial values can be "
+                f"swept, and {cls.__name__}'s {key!r} is {_described(model, key)} (held "
+                f"fixed: every point uses the model's own); {listing}"
             )
         if state_var(key) is None and state_key(key) in states:
             hint = f" (state variables are swept as 'state.{key}')"
         raise ValueError(
             f"{what} key {key!r}: {cls.__name__} has no such {_kind(key)}; {listing}{hint}"
         )
+
+
+def _described(model: Model | type[Model], key: str) -> str:
+    """What the non-scalar value under `key` is: `"a sub-module (MLP)"`, `"an array of
+    shape (8,)"`; `"an array or a sub-module"` for a class, whose values are not at hand."""
+    if isinstance(model, type):
+        return "an array or a sub-module"
+    var = state_var(key)
+    value = model.initial_state()[var] if var is not None else getattr(model, key)
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"an array of shape {tuple(value.shape)}"
+    return f"a sub-module ({type(value).__name__})"
 
 
 def _kind(key: str) -> str:

@@ -27,10 +27,12 @@ from difsim._io import (
     cf_attrs,
     code_text,
     coord_attrs,
+    fixed_variables,
     model_title,
     param_attrs,
     parameter_attr,
     time_attrs,
+    value_digest,
     var_attrs,
     versions_text,
 )
@@ -45,7 +47,10 @@ class OutputLayout:
 
     **Fields:** `dims`/`shape` (the sweep's own dimensions), `coords`
     (`{name: (dims, values, attrs)}`), `variables` (`{name: (tail_dims, tail_shape, dtype,
-    attrs)}`, each stored with dims `(*dims, *tail_dims)`), `attrs` (global attributes).
+    attrs)}`, each stored with dims `(*dims, *tail_dims)`), `attrs` (global attributes),
+    `fixed` (`{name: (dims, values, attrs)}`: data variables that are the same at every
+    point, the model's array-valued parameters, named by their path; see
+    `difsim._io._parameters`).
     """
 
     dims: tuple[str, ...]
@@ -53,6 +58,9 @@ class OutputLayout:
     coords: dict[str, tuple[tuple[str, ...], np.ndarray, dict[str, Any]]]
     variables: dict[str, tuple[tuple[str, ...], tuple[int, ...], Any, dict[str, Any]]]
     attrs: dict[str, Any]
+    fixed: dict[str, tuple[tuple[str, ...], np.ndarray, dict[str, Any]]] = dataclasses.field(
+        default_factory=dict
+    )
 
     @property
     def size(self) -> int:
@@ -72,6 +80,7 @@ class OutputLayout:
             name: ((*self.dims, *tdims), arrays[name].reshape(*self.shape, *tail), dict(attrs))
             for name, (tdims, tail, _, attrs) in self.variables.items()
         }
+        data_vars.update({k: (d, np.array(v), dict(a)) for k, (d, v, a) in self.fixed.items()})
         coords = {k: (d, v, dict(a)) for k, (d, v, a) in self.coords.items()}
         return xr.Dataset(data_vars, coords, dict(self.attrs))
 
@@ -88,12 +97,12 @@ def status_counts(status: np.ndarray) -> dict[int, int]:
 
 
 def value_text(value: Any) -> str:
-    if isinstance(value, eqx.Module):
-        leaves = [np.asarray(x) for x in jax.tree.leaves(value) if eqx.is_array(x)]
-        digest = hashlib.sha256(repr(jax.tree.structure(value)).encode())
-        for leaf in leaves:
-            digest.update(leaf.dtype.str.encode() + leaf.tobytes())
-        return f"{type(value).__name__} sha256:{digest.hexdigest()[:16]}"
+    """A parameter's or initial value's text in the sweep's settings (its identity): a
+    small array as its values, a large one by a hash of its bytes, a module (a grid, a
+    network) or another container by [`value_digest`][]: every leaf and static field,
+    its functions (a network's activation) by their code, the same in every process."""
+    if isinstance(value, eqx.Module | dict | list | tuple) or callable(value):
+        return f"{type(value).__name__} sha256:{value_digest(value)[:16]}"
     array = np.asarray(value)
     if array.size <= 8:
         return repr(array.tolist()) + ("" if array.dtype == object else f" {array.dtype}")
@@ -161,7 +170,9 @@ def base_layout(
     values do not change."""
     cls = type(model)
     coords = {}
-    tail_dims = {d for o in outputs for d in o.dims}
+    # The model's array-valued parameters (a network's weights): the same at every point.
+    fixed = fixed_variables(model, tuple(keys))
+    tail_dims = {d for o in outputs for d in o.dims} | {d for d, _, _ in fixed.values()}
     if plan.mode == "trajectory":
         if times.ts is None:
             start, stop = jnp.asarray(times.t0, dtype), jnp.asarray(times.t1, dtype)
@@ -183,13 +194,18 @@ def base_layout(
     steps = jax.eval_shape(lambda: jnp.zeros((), jnp.result_type(int))).dtype
     steps_attrs = {"long_name": "number of solver steps", "units": "1"}
     variables["num_steps"] = ((), (), np.dtype(steps), steps_attrs)
-    clash = (set(coords) | set(keys)) & set(variables)
+    clash = (set(coords) | set(keys)) & (set(variables) | set(fixed))
     if clash:
         raise ValueError(
             f"sweep: {sorted(clash)[0]!r} would be both a coordinate and a kept variable; "
             "rename the sweep dimension (dim=...) or keep observables instead"
         )
-    return OutputLayout((), (), coords, variables, attrs)
+    if clash := sorted(set(variables) & set(fixed)):
+        raise ValueError(
+            f"sweep: {clash[0]!r} is both a kept variable and an array parameter of "
+            f"{cls.__name__}; rename one"
+        )
+    return OutputLayout((), (), coords, variables, attrs, fixed)
 
 
 def with_points(

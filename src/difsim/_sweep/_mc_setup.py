@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from difsim._core import Model, SaveSpec
-from difsim._io import environment, environment_attrs
+from difsim._io import environment, environment_attrs, fixed_variables
 from difsim._sweep._chunking import bytes_per_trajectory
 from difsim._sweep._layout import (
     coord_meta,
@@ -156,6 +156,7 @@ def statistics_dataset(model: Model, spec: PathSweep, setup: MCSetup, state) -> 
         )
     n = np.array([acc.n for acc in state.points], np.int64).reshape(base_shape)
     data_vars["n_paths"] = (base_dims, n, {"long_name": "paths that succeeded"})
+    data_vars.update(fixed_variables(model, tuple(spec.keys)))  # array parameters
     attrs = {**setup.attrs, **count_attrs(state.status_counts())}
     attrs["quantiles_outside_range"] = outside
     return xr.Dataset(data_vars, {k: (d, v, dict(a)) for k, (d, v, a) in coords.items()}, attrs)

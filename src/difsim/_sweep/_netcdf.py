@@ -40,6 +40,8 @@ def write_netcdf(
                 dims.update(zip(cdims, np.shape(values)))
             for tdims, tail, _, _ in layout.variables.values():
                 dims.update(zip(tdims, tail))
+            for fdims, values, _ in layout.fixed.values():
+                dims.update(zip(fdims, np.shape(values)))
             f.dimensions = dims
             # Non-dimension coordinates (parameters along `sample`) are tied to every data
             # variable through the CF `coordinates` attribute, as xarray writes them.
@@ -47,6 +49,9 @@ def write_netcdf(
             for name, (cdims, values, cattrs) in layout.coords.items():
                 var = f.create_variable(name, cdims, np.asarray(values).dtype, data=values)
                 var.attrs.update(_netcdf_attrs(cattrs))
+            for name, (fdims, values, fattrs) in layout.fixed.items():
+                var = f.create_variable(name, fdims, np.asarray(values).dtype, data=values)
+                var.attrs.update(_netcdf_attrs(fattrs))
             variables = {}
             for name, (tdims, tail, dtype, vattrs) in layout.variables.items():
                 var = f.create_variable(name, (*layout.dims, *tdims), dtype)

@@ -91,13 +91,25 @@ class AbstractSweep(abc.ABC):
         check_keys(self.keys, model, type(self).__name__)
 
 
+_SCALARS_ONLY = "only scalar parameters and initial values can be swept"
+
+
 def _as_values(key: str, values: Any, what: str) -> np.ndarray:
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{what} {key!r}: expected numbers, got {values!r}") from None
+        # Named by type, not `repr`: a list of networks prints over many lines.
+        kinds = sorted({type(v).__name__ for v in values} if isinstance(values, list | tuple)
+                       else {type(values).__name__})  # fmt: skip
+        raise ValueError(
+            f"{what} {key!r}: expected a 1-D list of numbers ({_SCALARS_ONLY}), got "
+            f"{'a list of ' if isinstance(values, list | tuple) else ''}{', '.join(kinds)}"
+        ) from None
     if array.ndim != 1:
-        raise ValueError(f"{what} {key!r}: expected a 1-D list of values, got shape {array.shape}")
+        raise ValueError(
+            f"{what} {key!r}: expected a 1-D list of numbers ({_SCALARS_ONLY}: one number "
+            f"per point), got shape {array.shape}"
+        )
     if array.size == 0:
         raise ValueError(f"{what} {key!r}: the list of values is empty")
     # A sum of finite values is finite unless it overflows, and a NaN or an infinity makes

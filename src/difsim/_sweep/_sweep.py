@@ -159,9 +159,12 @@ def sweep(
     `sample` (with a coordinate per key); one variable per kept quantity, plus `status` and
     `num_steps` (and, for a model with events, each trajectory's event record as
     [`to_xarray`][] labels it, see `docs/events.md`); attributes as [`to_xarray`][] plus
-    the sweep settings and `n_<status>` counts. With `output`, the Dataset is opened from
-    the file (lazily); in a multi-process run, processes other than the writer return
-    `None` when `output` is set.
+    the sweep settings and `n_<status>` counts. A model's array-valued parameters (an
+    array field, an equinox network's weights), the same at every point, are data
+    variables of their own named by their path (`net.layers[0].weight`, see
+    [`to_xarray`][]); they cannot be swept, as only scalar parameters and initial values
+    can. With `output`, the Dataset is opened from the file (lazily); in a multi-process
+    run, processes other than the writer return `None` when `output` is set.
     """
     options = sweep_options(
         t0=t0, t1=t1, save=save, keep=keep, solver=solver, rtol=rtol, atol=atol, dt0=dt0,

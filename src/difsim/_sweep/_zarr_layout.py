@@ -47,8 +47,9 @@ def flat_dim(layout: OutputLayout) -> str:
     `point` (or `sweep_point` if a variable or dimension already has that name)."""
     if len(layout.dims) == 1:
         return layout.dims[0]
-    taken = set(layout.coords) | set(layout.variables)
+    taken = set(layout.coords) | set(layout.variables) | set(layout.fixed)
     taken |= {d for dims, *_ in layout.variables.values() for d in dims}
+    taken |= {d for dims, *_ in layout.fixed.values() for d in dims}
     return next(name for name in ("point", "sweep_point", "sweep_point_") if name not in taken)
 
 
@@ -133,12 +134,19 @@ async def _create(location: StoreLocation, layout: OutputLayout, size: int, attr
         chunks = tuple(max(1, min(size, s) if cdims[:1] == (dim,) else s) for s in shape)
         specs[name] = dict(shape=shape, chunks=chunks, dtype=dtype, dimension_names=cdims,
                            attributes=json_attrs(dict(layout.coords[name][2])))  # fmt: skip
+    for name, (fdims, values, fattrs) in layout.fixed.items():  # array parameters, whole
+        shape = np.shape(values)
+        specs[name] = dict(shape=shape, chunks=tuple(max(1, s) for s in shape),
+                           dtype=np.asarray(values).dtype, dimension_names=fdims,
+                           attributes=json_attrs(dict(fattrs)))  # fmt: skip
     made = await asyncio.gather(
         *(group.create_array(name, compressors=CODECS, **kw) for name, kw in specs.items())
     )
     arrays = dict(zip(specs, made))
     whole = [arrays[k].setitem(slice(None), np.asarray(v)) for k, (_, v) in coords.items()
              if not callable(v)]  # fmt: skip
+    whole += [arrays[k].setitem(slice(None), np.asarray(v))
+              for k, (_, v, _) in layout.fixed.items()]  # fmt: skip
     await asyncio.gather(*whole)
     along = {k: v for k, (_, v) in coords.items() if callable(v)}
     for a in range(0, n, size):  # a grid key's value at every point, a chunk at a time
