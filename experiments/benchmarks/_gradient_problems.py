@@ -137,6 +137,38 @@ def network_problem(p: int, anatomy: bool = True) -> dict:
     return dict(name=f"MLP 2-{w}-{w}-2", P=count(net), x=net, fns=fns)
 
 
+def rhs_problem(p: int, evals: int = 192) -> dict:
+    """Where a wide network's gradient goes: `evals` evaluations of the 2-w-w-2 MLP of
+    `network_problem(p)` (about a solve's: 32 steps x 6 stages) at random states, summed;
+    the gradient in the weights of the same sum (a) as reverse mode through a time loop
+    forms it, one VJP per evaluation added into the carried weight cotangent (rank-1 updates
+    of every weight matrix), and (b) batched: one VJP of all evaluations at once (each
+    layer's weight gradient one matrix product). `pairs`: (a) and (b) must agree."""
+    w = mlp_width(p)
+    net = eqx.nn.MLP(2, 2, w, 2, activation=jnp.tanh, key=jax.random.key(w))
+    ys = jax.random.normal(jax.random.key(0), (evals, 2))
+    ct = jnp.array([1.0, 0.5])
+
+    def forward(net):
+        return jax.lax.fori_loop(0, evals, lambda i, acc: acc + ct @ net(ys[i]), 0.0)
+
+    def per_eval(net):
+        arrays, static = eqx.partition(net, eqx.is_array)
+
+        def body(i, acc):
+            _, vjp = jax.vjp(lambda a: eqx.combine(a, static)(ys[i]), arrays)
+            return jax.tree.map(jnp.add, acc, vjp(ct)[0])
+
+        return jax.lax.fori_loop(0, evals, body, jax.tree.map(jnp.zeros_like, arrays))
+
+    def batched(net):
+        return eqx.filter_grad(lambda n: jnp.sum(jax.vmap(n)(ys) @ ct))(net)
+
+    fns = {"rhs evaluations": forward, "VJP per evaluation": per_eval, "VJP batched": batched}
+    return dict(name=f"MLP 2-{w}-{w}-2, {evals} evaluations", P=count(net), x=net, fns=fns,
+                pairs=[("VJP per evaluation", "VJP batched")])  # fmt: skip
+
+
 # ------------------------------------------------------------------ (b) field parameters
 FIELD_TS = jnp.linspace(0.0, 20.0, 11)
 FIELD_D = 0.5  # cells²/time: D/dx² is the same on every grid, so are the steps

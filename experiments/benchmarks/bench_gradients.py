@@ -13,6 +13,9 @@ number of checkpoints from it), the same first step `dt0` for both.
   of width 1 (`D = 0.5`: the same stiffness, so the same steps, on every grid), Tsit5 with
   PID, initial field uniform in [0, 1], loss = sum of squares of the field at 11 times in
   [0, 20]; gradient in the initial field (P = cells).
+- **rhs**: where a wide network's gradient goes: 192 evaluations of the largest network
+  alone, and their weight gradient formed one VJP per evaluation (as reverse mode through
+  a time loop does) or batched over all evaluations (one matrix product per layer).
 - **ensemble**: issue 28's case, `dy/dt = MLP(y)`, MLP 2-32-32-2 (1,218 weights, tanh),
   256 lanes with initial states uniform in [-1, 1]², `t` in [0, 2], loss = sum of squares
   of every lane's states at 21 times: `ds.simulate_ensemble` (default adjoint) against
@@ -65,7 +68,7 @@ from _common import (  # noqa: E402
     write_reports,
 )
 
-PARTS = ("network", "field", "ensemble", "ude")
+PARTS = ("network", "rhs", "field", "ensemble", "ude")
 BURST_S = 0.05  # calls shorter than this are timed in bursts of several
 
 
@@ -104,9 +107,10 @@ def _rel(a, b) -> float:
     return num / max(float(jnp.max(jnp.abs(y))) for y in lb)
 
 
-def agreement(out: dict) -> dict:
-    """difsim against diffrax: relative differences of losses, gradients, updated states."""
-    res = {}
+def agreement(out: dict, pairs: list) -> dict:
+    """difsim against diffrax: relative differences of losses, gradients, updated states;
+    and of the outputs of each pair of contenders in `pairs`."""
+    res = {f"{a} vs {b}": _rel(out[a], out[b]) for a, b in pairs if a in out and b in out}
     for kind in ("loss", "grad", "step"):
         d, h = out.get(f"difsim {kind}"), out.get(f"diffrax {kind}")
         if d is not None and h is not None:
@@ -137,7 +141,7 @@ def run_problem(problem: dict, repeats: int) -> dict:
         info[name] = dict(compile_s=time.perf_counter() - wall,
                           compile_cpu_s=time.process_time() - cpu)  # fmt: skip
     row["steps"] = {k.split()[0]: int(v[1]) for k, v in out.items() if k.endswith("loss")}
-    row["agreement"] = agreement(out)
+    row["agreement"] = agreement(out, problem.get("pairs", []))
     bursts = {}
     for name, fn in compiled.items():
         start = time.perf_counter()
@@ -211,6 +215,19 @@ def gradient_table(rows: list[dict], markdown: bool) -> str:
     return text
 
 
+def rhs_table(rows: list[dict], markdown: bool) -> str:
+    head = ["P", "problem", "evaluations", "VJP per evaluation", "VJP batched",
+            "per evaluation / batched", "difference"]  # fmt: skip
+    body = [
+        [f"{r['P']:,}", r["name"], _time(r["timing"], "rhs evaluations"),
+         _time(r["timing"], "VJP per evaluation"), _time(r["timing"], "VJP batched"),
+         _ratio(r["timing"], "VJP per evaluation", "VJP batched"),
+         ", ".join(f"{v:.1e}" for v in r["agreement"].values())]
+        for r in rows
+    ]  # fmt: skip
+    return format_table(head, body, markdown)
+
+
 def ude_table(r: dict, markdown: bool) -> str:
     t, s = r["timing"], r["steps"]
     head = ["contender", "Adam step, CPU", "step, wall", "loss alone, CPU", "step / loss",
@@ -244,6 +261,9 @@ def render(report: dict, markdown: bool) -> str:
         if report["parts"].get(part):
             parts.append(f"{title} (CPU time; ratios CPU (wall)):\n\n"
                          + gradient_table(report["parts"][part], markdown))  # fmt: skip
+    if report["parts"].get("rhs"):
+        title = "Where a wide network's gradient goes, its evaluations alone (CPU time):"
+        parts.append(f"{title}\n\n" + rhs_table(report["parts"]["rhs"], markdown))
     if report["parts"].get("ude"):
         parts.append("UDE Lotka–Volterra, one Adam step (CPU time; ratios CPU (wall)):\n\n"
                      + ude_table(report["parts"]["ude"][0], markdown))  # fmt: skip
@@ -273,6 +293,8 @@ def build(part: str, sizes: list[int], anatomy_from: int) -> list:
     steps, scan floor) from `anatomy_from` parameters up."""
     if part == "network":
         return [lambda p=p: gp.network_problem(p, p >= anatomy_from) for p in sizes]
+    if part == "rhs":
+        return [lambda: gp.rhs_problem(max(sizes))]
     if part == "field":
         return [lambda p=p: gp.field_problem(p, p >= anatomy_from) for p in sizes]
     return [gp.ensemble_problem if part == "ensemble" else gp.ude_problem]
