@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from difsim._core import Layout, Model, simulate
+from difsim._core import Layout, Model
 from difsim._fit._data import (
     coordinate_values,
     fit_data,
@@ -18,19 +18,34 @@ from difsim._fit._data import (
     residuals,
 )
 from difsim._fit._diagnostics import FitWarning
-from difsim._fit._drivers import ADJOINTS, AbstractDriver, OptimistixDriver, make_driver
+from difsim._fit._drivers import (
+    AbstractDriver,
+    OptaxDriver,
+)
+from difsim._fit._experiments import (
+    experiment_dim,
+    experiment_points,
+    experiments_problem,
+    stacked_data,
+)
 from difsim._fit._free import free_transforms, initial_values
 from difsim._fit._loop import run
+from difsim._fit._monitor import Monitor
 from difsim._fit._multistart import multistart_spec, perturbed_starts
 from difsim._fit._result import FitResult, make_result, predict
+from difsim._fit._setup import (
+    control_dim,
+    driver_for,
+    objective_optimizer,
+    start_time,
+    time_series_problem,
+)
 from difsim._fit._shooting import (
     AbstractProblem,
     MultipleShooting,
     MultipleShootingProblem,
     SimOptions,
     SingleShooting,
-    multiple_shooting as make_multiple_shooting,
-    single_shooting,
 )
 from difsim._fit._steady import SteadyStateProblem
 from difsim._fit._stochastic import AbstractObjective
@@ -59,6 +74,11 @@ def fit(
     control: str | None = None,
     multiple_shooting: int | MultipleShooting | None = None,
     multistart: int | tuple | None = None,
+    experiment: str | None = None,
+    batch_size: int | None = None,
+    validation: float | Sequence | None = None,
+    patience: int | None = None,
+    seed: int = 0,
     checkpoint: str | os.PathLike | None = None,
     progress: bool | None = None,
     max_failures: int = 20,
@@ -121,6 +141,14 @@ def fit(
       from the guess and `n - 1` perturbations of it (normal, standard deviation `scale`
       = 0.3 in unconstrained units, relative for unbounded variables); keep the best.
       `key`: a `jax.random.key` or an integer seed from 0 to 2**63 - 1 (default 0).
+    - `experiment`: the data dimension of experiments (default: `"experiment"` if the
+      data have it): one time series each, from its own values (data variables over the
+      experiment dimension alone, named after a parameter or `"state.<var>"`); see
+      `docs/learning.md`. `batch_size`: each step sees that many training experiments
+      (optax optimizers). `validation`: a fraction of the experiments, or their labels,
+      held out; their loss after every block of 50 steps picks the result.
+      `patience`: stop after that many evaluations without a lower validation loss.
+      `seed`: of the minibatches and of a fractional validation split.
     - `checkpoint`: a file to save the optimisation state in after every block of steps;
       if it exists, the fit resumes from it.
     - `progress`: `None` (default) or `True` show progress: a bar on a terminal, log lines
@@ -149,8 +177,14 @@ def fit(
         tol=tol,
         adjoint=adjoint, time=time, t0=t0, control=control,
         multiple_shooting=multiple_shooting, multistart=multistart, solver=solver, rtol=rtol,
-        atol=atol, max_steps=max_steps, root_tol=root_tol,
+        atol=atol, max_steps=max_steps, root_tol=root_tol, experiment=experiment,
+        batch_size=batch_size, validation=validation, patience=patience, seed=seed,
     )  # fmt: skip
+    if setup.monitor is not None and checkpoint is not None:
+        raise ValueError(
+            "checkpoint cannot resume a fit with validation or minibatches yet (the record of "
+            "evaluations is not saved): leave out checkpoint, or validation and batch_size"
+        )
     carry, history = run(
         setup.driver,
         setup.problem,
@@ -159,9 +193,11 @@ def fit(
         max_failures=max_failures,
         checkpoint=checkpoint,
         progress=progress,
+        monitor=setup.monitor,
     )
     batched = setup.u0.ndim == 2
-    result = make_result(setup.problem, setup.driver, carry, history, setup.transforms, batched)
+    result = make_result(setup.problem.full(), setup.driver, carry, history, setup.transforms,
+                         batched, setup.monitor)  # fmt: skip
     for note in result.notes:
         warnings.warn(f"fit({type(model).__name__}): {note}", FitWarning, stacklevel=2)
     return result
@@ -177,37 +213,65 @@ class FitSetup(NamedTuple):
     steps: int
     u0: jax.Array
     transforms: dict[str, AbstractTransform]
+    monitor: Monitor | None = None
 
 
 def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian", objective=None,
                 weights=None, sigma=None, optimizer="trust_region", steps=None, learning_rate=1e-2,
                 clip=None, tol=1e-8, adjoint=None, time=None, t0=None, control=None,
                 multiple_shooting=None, multistart=None, solver=None, rtol=1e-6, atol=1e-6,
-                max_steps=4096, root_tol=None) -> FitSetup:  # fmt: skip
+                max_steps=4096, root_tol=None, experiment=None, batch_size=None,
+                validation=None, patience=None, seed=0) -> FitSetup:  # fmt: skip
     """Everything [`fit`][] does before optimising, checked (same arguments); also what
     `experiments/benchmarks/bench_fit_robustness.py` hands scipy's optimizers."""
     if not isinstance(model, Model):
         raise TypeError(f"fit expects a difsim.Model instance, got {type(model).__name__}")
     dataset, coord = read_data(
-        data, time if time is not None or control is None else _control_dim(data, control)
+        data, time if time is not None or control is None else control_dim(data, control)
     )
     transforms = free_transforms(model, free, control)
     x0 = initial_values(model, transforms)
     num_free = sum(x.size for x in x0)
     coords = coordinate_values(dataset, coord, increasing=control is None)
-    t0 = _start_time(type(model).__name__, coords, t0, control)
+    t0 = start_time(type(model).__name__, coords, t0, control)
     dtype = Layout.of(model.initial_state()).dtype
     warn_precision(dtype, type(model).__name__)
     pairs = observation_map(dataset, coord, model, observe)
     starts = None if multistart is None else multistart_spec(multistart)
-    if objective is not None or model.is_stochastic():
-        optimizer = _objective_optimizer(objective, model, optimizer)
+    dim = None if control is not None else experiment_dim(dataset, coord, experiment)
+    monitor = None
+    if dim is not None:
+        _check_experiments(objective, model, multiple_shooting, starts)
+        rate = (learning_rate, clip)
+        setup = dict(noise=noise, weights=weights, sigma=sigma, dtype=dtype)
+        fdata = stacked_data(dataset, coord, coords, pairs, dim, **setup)
+        driver, steps = driver_for(optimizer, rate, tol, adjoint, steps, num_free, fdata)
+        if batch_size is not None and not isinstance(driver, OptaxDriver):
+            raise ValueError(
+                f"batch_size needs an optax optimizer (each step sees other experiments); "
+                f"{driver.name} compares steps on one loss: choose e.g. optimizer='adam'"
+            )
+        sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint, root_tol)
+        points = experiment_points(model, dataset, dim, dtype)
+        problem, held = experiments_problem(
+            model, transforms, fdata, points, dataset, dim, sim, t0, noise=noise,
+            batch_size=batch_size, validation=validation, seed=seed,
+        )  # fmt: skip
+        monitor = _monitor(problem, held, patience)
+        extra = np.zeros(0)
+    elif batch_size is not None or validation is not None or patience is not None:
+        raise ValueError(
+            "batch_size, validation and patience apply to data of several experiments (a "
+            "data dimension 'experiment', or experiment='<dim>')"
+        )
+    elif objective is not None or model.is_stochastic():
+        optimizer = objective_optimizer(objective, model, optimizer)
         sim = SimOptions(solver, rtol, atol, max_steps, "checkpoint", root_tol)
         problem = objective.problem(
             model, tuple(transforms), tuple(transforms.values()), dataset, coord, coords,
             pairs, sigma, t0, sim, dtype,
         )  # fmt: skip
-        driver, steps = _driver(
+        driver, steps = driver_for(
             optimizer, (learning_rate, clip), tol, adjoint, steps, num_free, problem.data
         )
         problem, extra = problem.with_adjoint(driver.adjoint), np.zeros(0)
@@ -215,11 +279,11 @@ def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian"
         fdata = fit_data(
             dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma, dtype=dtype
         )
-        driver, steps = _driver(
+        driver, steps = driver_for(
             optimizer, (learning_rate, clip), tol, adjoint, steps, num_free, fdata
         )
         sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint, root_tol)
-        problem, extra = _problem(
+        problem, extra = time_series_problem(
             model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords
         )
     # Each free variable's values through its transform, then the extras one by one.
@@ -229,7 +293,26 @@ def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian"
     _check_initial(problem, u0, model)
     if starts is not None:
         u0 = perturbed_starts(u0, *starts)
-    return FitSetup(problem, driver, steps, u0, transforms)
+    return FitSetup(problem, driver, steps, u0, transforms, monitor)
+
+
+def _monitor(problem, held, patience) -> Monitor | None:
+    """What watches a fit to experiments: the held-out experiments' loss, else (with
+    minibatches) the full training loss, else nothing."""
+    if held is not None:
+        return Monitor(held, "validation", patience)
+    if patience is not None:
+        raise ValueError("patience stops on the validation loss: give validation too")
+    return Monitor(problem.full(), "training") if problem.batch is not None else None
+
+
+def _check_experiments(objective, model, multiple_shooting, starts) -> None:
+    if objective is not None or model.is_stochastic():
+        raise ValueError("a fit to several experiments takes a deterministic model")
+    if multiple_shooting is not None or starts is not None:
+        raise ValueError(
+            "multiple_shooting and multistart do not apply to a fit to several experiments yet"
+        )
 
 
 def warn_precision(dtype, name: str) -> None:
@@ -244,118 +327,6 @@ def warn_precision(dtype, name: str) -> None:
             UserWarning,
             stacklevel=3,
         )
-
-
-def _objective_optimizer(objective, model: Model, optimizer):
-    """The optimizer of a stochastic model's fit: the objective's default unless another
-    was asked for (a likelihood needs a minimiser, not a least-squares solver)."""
-    if objective is None:
-        raise ValueError(
-            f"{type(model).__name__} is stochastic: tell fit what to compare, "
-            "objective=ds.SimulatedMoments(paths=1000) (observed paths: mean and variance) "
-            "or objective=ds.KalmanLikelihood() (a linear-Gaussian SDE's exact likelihood)"
-        )
-    if not isinstance(objective, AbstractObjective):
-        raise TypeError(
-            "objective must be ds.SimulatedMoments(...) or ds.KalmanLikelihood(), got "
-            f"{objective!r}"
-        )
-    return objective.optimizer if optimizer == "trust_region" else optimizer
-
-
-def _start_time(cls: str, coords: np.ndarray, t0: float | None, control: str | None):
-    """The time of the model's initial state (`None` in a steady-state fit), checked."""
-    if control is not None:
-        if t0 is not None:
-            raise ValueError("t0 has no meaning in a steady-state fit (control=...)")
-        return None
-    t0 = float(coords[0]) if t0 is None else float(t0)
-    if coords[0] < t0:
-        raise ValueError(
-            f"time {coords[0]:g} of the data lies before t0 = {t0:g}, outside the "
-            f"integration span [{t0:g}, {coords[-1]:g}] of {cls}"
-        )
-    return t0
-
-
-def _driver(optimizer, rate, tol, adjoint, steps, num_free: int, fdata):
-    """The optimizer's driver, its adjoint resolved, and the number of steps (`rate`:
-    the learning rate and the gradient clip)."""
-    learning_rate, clip = rate
-    driver = make_driver(
-        optimizer, learning_rate=learning_rate, tol=tol, adjoint="checkpoint", clip=clip
-    )
-    if adjoint is None:
-        lsq = isinstance(driver, OptimistixDriver) and driver.least_squares
-        # Forward mode when the Jacobian has fewer columns (free variables) than rows.
-        adjoint = "forward" if lsq and num_free <= np.prod(fdata.values.shape) else "checkpoint"
-    if adjoint not in ADJOINTS:
-        raise ValueError(
-            f"unknown adjoint {adjoint!r} for fit; choose one of {', '.join(ADJOINTS)}"
-        )
-    driver = make_driver(
-        optimizer, learning_rate=learning_rate, tol=tol, adjoint=adjoint, clip=clip
-    )
-    default_steps = 256 if isinstance(driver, OptimistixDriver) else 1000
-    steps = default_steps if steps is None else steps
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
-    return driver, steps
-
-
-def _problem(model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords):
-    """The fit problem, and the initial values (natural units) of its extra free
-    variables (segment states in multiple shooting)."""
-    names = tuple(transforms)
-    if control is not None:
-        if multiple_shooting is not None:
-            raise ValueError("multiple_shooting does not apply to a steady-state fit (control=...)")
-        # Newton's tolerances, not the ODE's: a root is cheap to get to full precision.
-        problem = SteadyStateProblem(
-            model, names, tuple(transforms.values()), fdata, noise, control, 1e-10, 1e-10, 256
-        )
-        return problem, np.zeros(0)
-    if multiple_shooting is None:
-        problem = single_shooting(model, names, transforms.values(), fdata, noise, sim, t0)
-        return problem, np.zeros(0)
-    spec = multiple_shooting
-    if not isinstance(spec, MultipleShooting):
-        spec = MultipleShooting(spec)
-    guess = _guess_trajectory(model, sim, t0, coords, fdata)
-    return make_multiple_shooting(
-        spec, model, names, transforms.values(), transforms, fdata, noise, sim, t0, guess
-    )
-
-
-def _control_dim(data, control: str) -> str | None:
-    dims = getattr(data, "dims", ())
-    return control if control in dims else None
-
-
-def _guess_trajectory(model, sim, t0, coords, fdata) -> dict[str, np.ndarray]:
-    """State variables on the solve grid: from the data where every state variable is
-    observed directly (no solve needed), else from a solve at the initial guess."""
-    grid = np.concatenate([[t0], coords]) if t0 < coords[0] else coords
-    names = model.initial_state().names
-    if all(name in fdata.targets for name in names):
-        values = np.where(np.asarray(fdata.mask), np.asarray(fdata.values), np.nan)
-        out = {name: values[:, fdata.targets.index(name)] for name in names}
-        if grid.shape[0] > coords.shape[0]:
-            state = model.initial_state()
-            out = {k: np.concatenate([[float(state[k])], v]) for k, v in out.items()}
-        if all(np.all(np.isfinite(v)) for v in out.values()):
-            return out
-    sol = simulate(
-        model,
-        t=grid,
-        solver=sim.solver,
-        rtol=sim.rtol,
-        atol=sim.atol,
-        max_steps=sim.max_steps,
-        root_tol=sim.root_tol,
-        throw=False,
-    )
-    return {k: np.asarray(v) for k, v in sol.ys.items()}
 
 
 def _check_initial(problem, u0, model) -> None:

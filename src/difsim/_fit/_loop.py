@@ -62,7 +62,7 @@ def init_carry(driver: AbstractDriver, problem: AbstractProblem, u: Array, state
 
 
 def _advance(driver: AbstractDriver, problem, c: Carry, max_failures):
-    s = driver.step(problem, c.u, c.state, c.good_u)
+    s = driver.step(problem.at_step(c.step), c.u, c.state, c.good_u)
     failed = s.result != 0
     if driver.has_convergence_test:
         # Optimistix rejects bad trial points itself; a step that did not move (rejected)
@@ -120,8 +120,11 @@ def run(
     max_failures: int,
     checkpoint: str | os.PathLike | None,
     progress: bool | None,
+    monitor=None,
 ) -> tuple[Carry, np.ndarray]:
-    """Optimise from `u0` (`(p,)`, or `(starts, p)` for a multistart) for up to `steps`.
+    """Optimise from `u0` (`(p,)`, or `(starts, p)` for a multistart) for up to `steps`;
+    a `Monitor` (`_monitor.py`) evaluates after every block, picks the result and may stop
+    the fit early.
 
     **Returns:** the final carry and the history, `(steps_done, 3)` or
     `(steps_done, starts, 3)`, holding loss, gradient norm and an accepted flag per step.
@@ -153,12 +156,27 @@ def run(
                             show=progress, initial=initial, upper_bound=True)  # fmt: skip
     with task:
         carry, history = _blocks(driver, problem, carry, history, steps, max_failures, path,
-                                 header, task)  # fmt: skip
+                                 header, task, monitor)  # fmt: skip
+        if monitor is not None:
+            carry = _monitored(carry, monitor, problem)
         _finish(task, carry, history)
     return carry, history
 
 
-def _blocks(driver, problem, carry, history, steps, max_failures, path, header, task):
+def _monitored(carry: Carry, monitor, problem: AbstractProblem) -> Carry:
+    """The carry with the monitor's best iterate as the result (its full training loss as
+    the best loss), and a stopped-early fit marked done."""
+    if monitor.best_u is not None:
+        best = jnp.asarray(monitor.best_u, carry.u.dtype)
+        loss = jnp.asarray(problem.full().loss(best), carry.best_loss.dtype)
+        carry = eqx.tree_at(lambda c: (c.best_u, c.best_loss), carry, (best, loss))
+    if monitor.stopped:
+        code = jnp.asarray(int(Status.COMPLETED), carry.code.dtype)
+        carry = eqx.tree_at(lambda c: (c.done, c.code), carry, (jnp.asarray(True), code))
+    return carry
+
+
+def _blocks(driver, problem, carry, history, steps, max_failures, path, header, task, monitor):
     """Run blocks of steps until the budget is spent or every start has finished."""
     batched = history.ndim == 3
     block = _run_block_batched if batched else _run_block
@@ -179,6 +197,8 @@ def _blocks(driver, problem, carry, history, steps, max_failures, path, header, 
             save_checkpoint(path, header, history, carry)
         if taken:
             _show(task, history, batched)
+        if monitor is not None and taken and monitor.observe(done_steps, carry.u):
+            break
         if taken < BLOCK:
             break  # the step budget is reached, or every start has finished
     return carry, history

@@ -38,6 +38,9 @@ def fit_dataset(result: Any, points: int = 201) -> xr.Dataset:
         coord: (coord, times, coord_attrs),
         curve_coord: (curve_coord, dense, {**coord_attrs, "long_name": f"{coord} (fitted curve)"}),
     }
+    dim = getattr(problem, "dim", None)
+    if dim is not None:  # a fit to experiments: their labels
+        coords[dim] = (dim, list(problem.labels), {"long_name": "experiment"})
     data_vars = _observed(result, meta, coord, curve_coord, dense)
     data_vars.update(_parameters(result, coords))
     steps = np.arange(len(result.loss_history))
@@ -46,6 +49,18 @@ def fit_dataset(result: Any, points: int = 201) -> xr.Dataset:
     data_vars["loss_history"] = (("step",), result.loss_history, loss)
     grad = dict(long_name="norm of the loss gradient (unconstrained variables)", units="1")
     data_vars["grad_norm_history"] = (("step",), result.grad_norm_history, grad)
+    if result.monitor_history is not None:
+        kind, hist = result.monitor_kind, result.monitor_history
+        coords["evaluation"] = (
+            "evaluation",
+            hist[:, 0].astype(int),
+            dict(long_name="optimizer steps before the evaluation", units="1"),
+        )
+        data_vars[f"{kind}_loss"] = (
+            ("evaluation",),
+            hist[:, 1],
+            dict(long_name=f"{kind} loss after a block of steps", units="1"),
+        )
     if result.start_losses is not None:
         coords["start"] = ("start", np.arange(len(result.start_losses)), {"units": "1"})
         start = dict(long_name="final loss of each start", units="1")
@@ -97,23 +112,26 @@ def _observed(result, meta, coord: str, curve_coord: str, dense: np.ndarray) -> 
     curve, lower, upper = prediction_band(result, dense)
     log = result.problem.noise == "lognormal"
     out: dict[str, Any] = {}
+    dim = getattr(result.problem, "dim", None)  # a fit to experiments: their dimension
+    lead = () if dim is None else (dim,)
     for j, name in enumerate(data.names):
         target = data.targets[j]
         attrs = dict(var_attrs(states[target])) if isinstance(target, str) else {"units": "1"}
         attrs.pop("wrap_period", None)
         attrs.update(meta.get("variables", {}).get(name, {}))  # the data's own attributes first
         what = attrs.get("long_name", name)
-        out[name] = ((coord,), values[:, j], attrs)
-        out[f"{name}_fit"] = ((coord,), fitted[:, j], {**attrs, "long_name": f"fitted {what}"})
-        residual = np.log(values[:, j] / fitted[:, j]) if log else values[:, j] - fitted[:, j]
+        obs, fit = values[..., j], fitted[..., j]
+        out[name] = ((*lead, coord), obs, attrs)
+        out[f"{name}_fit"] = ((*lead, coord), fit, {**attrs, "long_name": f"fitted {what}"})
+        residual = np.log(obs / fit) if log else obs - fit
         r_attrs = {"units": "1" if log else attrs["units"]}
         r_attrs["long_name"] = ("log of data / fit" if log else "data - fit") + f": {what}"
-        out[f"{name}_residual"] = ((coord,), residual, r_attrs)
+        out[f"{name}_residual"] = ((*lead, coord), residual, r_attrs)
         band = {**attrs, "long_name": f"fitted {what}, curve"}
-        out[f"{name}_curve"] = ((curve_coord,), curve[:, j], band)
+        out[f"{name}_curve"] = ((*lead, curve_coord), curve[..., j], band)
         for label, edge in (("lower", lower), ("upper", upper)):
             edge_attrs = {**attrs, "long_name": f"{what}: {label} edge of the 95 % prediction band"}
-            out[f"{name}_{label}"] = ((curve_coord,), edge[:, j], edge_attrs)
+            out[f"{name}_{label}"] = ((*lead, curve_coord), edge[..., j], edge_attrs)
     return out
 
 
@@ -201,13 +219,14 @@ def prediction_band(result, coords) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         curve = np.asarray(_curve(problem, u, jnp.asarray(coords)))
         return curve, np.full_like(curve, np.nan), np.full_like(curve, np.nan)
     curve, jac = _curve_and_jacobian(problem, u, jnp.asarray(coords), q)
-    curve, jac = np.asarray(curve), np.asarray(jac)  # (c, k), (c, k, q)
+    curve, jac = np.asarray(curve), np.asarray(jac)  # (..., c, k), (..., c, k, q)
     dxdu = np.asarray(problem.derivative(u))[:q]
     cov_u = np.asarray(result.covariance) / np.outer(dxdu, dxdu)
-    var_mean = np.einsum("ckq,qr,ckr->ck", jac, cov_u, jac)
+    var_mean = np.einsum("...q,qr,...r->...", jac, cov_u, jac)
     data = result.problem.data
     weights = np.where(np.asarray(data.mask), np.asarray(data.weights), np.nan)
-    noise_var = result.sigma2 / np.nanmedian(weights, axis=0) ** 2  # (k,)
+    k = weights.shape[-1]
+    noise_var = result.sigma2 / np.nanmedian(weights.reshape(-1, k), axis=0) ** 2  # (k,)
     if result.problem.noise == "lognormal":
         spread = Z95 * np.sqrt(var_mean / curve**2 + noise_var)
         return curve, curve * np.exp(-spread), curve * np.exp(spread)

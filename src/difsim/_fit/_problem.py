@@ -128,6 +128,15 @@ class AbstractProblem(eqx.Module):
         """The model with the free parameters and initial state taken from `u`."""
         return with_values(self.model, self.values_from(u))
 
+    def full(self) -> "AbstractProblem":
+        """The problem on all its data (without the minibatches of `at_step`)."""
+        return self
+
+    def at_step(self, step) -> "AbstractProblem":
+        """The problem optimizer step `step` sees (a minibatch of it; itself by default)."""
+        del step
+        return self
+
     def loss(self, u: Float[Array, " p"]) -> Float[Array, ""]:
         r"""$\tfrac12 \sum_i r_i^2$, the objective every optimizer minimises."""
         r = self.residuals(u)

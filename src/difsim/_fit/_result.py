@@ -76,6 +76,9 @@ class FitResult(eqx.Module):
     - `newton_decrease`, `newton_step`: the final-point test (`difsim._fit._diagnostics`):
       the loss a Gauss–Newton step from the result would still remove, and that step's
       length in standard errors (NaN where undefined).
+    - `monitor_history`: a fit to experiments with `validation` (or minibatches):
+      `(evaluations, 2)`, the step count and the `monitor_kind` (`"validation"` or
+      `"training"`) loss after each block of steps; `None` otherwise.
     - `notes`: warnings on the result (also issued as [`FitWarning`][]): relative standard
       errors above 100 %, a near-singular Gauss–Newton Hessian, a fit that explains less
       than half of the data's variation.
@@ -105,6 +108,8 @@ class FitResult(eqx.Module):
     newton_decrease: float
     newton_step: float
     notes: tuple[str, ...]
+    monitor_history: np.ndarray | None = None
+    monitor_kind: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -242,6 +247,7 @@ def make_result(
     history: np.ndarray,
     transforms: dict[str, Any],
     batched: bool,
+    monitor=None,
 ) -> FitResult:
     """The [`FitResult`][] of a finished loop (of its best start, under a multistart):
     `transforms` maps the user's free variables to theirs, `history` is the loop's."""
@@ -265,6 +271,7 @@ def make_result(
     message = result_message(status, int(pick(carry.result)), steps, driver, fails)
     message += _final_point(status, stationary, estimate, loss)
     message += saturation_note(transforms, problem.sizes(), np.asarray(u))
+    message += "" if monitor is None else monitor.note()
     values, errors = _by_variable(problem, u, stderr)
     notes = ()
     if np.isfinite(loss):
@@ -300,6 +307,8 @@ def make_result(
         newton_decrease=float(estimate.decrease),
         newton_step=float(estimate.step),
         notes=notes,
+        monitor_history=None if monitor is None else monitor.history,
+        monitor_kind=None if monitor is None else monitor.kind,
     )
 
 

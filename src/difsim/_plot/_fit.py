@@ -46,7 +46,7 @@ def plot_fit(dataset: xr.Dataset, path: str | Path | None = None):
     names = [n[: -len("_curve")] for n in dataset.data_vars if n.endswith("_curve")]
     if not names:
         raise ValueError("the dataset holds no fitted curve (variables <name>_curve)")
-    coord = dataset[names[0]].dims[0]
+    coord = dataset[names[0]].dims[-1]
     log = dataset.attrs.get("noise") == "lognormal"
     fig = Figure(figsize=(11.0, max(3.3 * len(names) + 0.8, 6.0)), layout="constrained")
     grid = fig.add_gridspec(2 * len(names), 2, height_ratios=[3, 1] * len(names),
@@ -78,21 +78,30 @@ def plot_fit(dataset: xr.Dataset, path: str | Path | None = None):
     return finish_figure(fig, title + str(dataset.attrs.get("status", "")), path)
 
 
+# A fit to experiments draws this many of them (one colour each), the first ones.
+MAX_EXPERIMENTS = 6
+
+
 def _draw_observed(dataset: xr.Dataset, name: str, coord: str, ax, res_ax, log: bool) -> None:
     data, curve = dataset[name], dataset[f"{name}_curve"]
-    x_dense = np.asarray(curve[curve.dims[0]])
-    ax.fill_between(x_dense, np.asarray(dataset[f"{name}_lower"]),
-                    np.asarray(dataset[f"{name}_upper"]), color="C1", alpha=0.2, lw=0,
-                    label="95 % prediction band")  # fmt: skip
-    ax.plot(x_dense, np.asarray(curve), "-", color="C1", lw=1.5, label="fit")
-    ax.plot(np.asarray(dataset[coord]), np.asarray(data), "o", color="C0", ms=4, label="data")
+    x_dense = np.asarray(curve[curve.dims[-1]])
+    if data.ndim == 1:
+        _draw_series(ax, dataset, name, coord, x_dense, ("C0", "C1"), ("data", "fit"), None)
+    else:  # over (experiment, time)
+        dim = data.dims[0]
+        for i in range(min(data.sizes[dim], MAX_EXPERIMENTS)):
+            tag = f"{dim} {dataset[dim].values[i]}"
+            _draw_series(ax, dataset, name, coord, x_dense, (f"C{i}", f"C{i}"), (tag, None),
+                         {dim: i})  # fmt: skip
     ax.set_ylabel(label(data))
     ax.tick_params(labelbottom=False)
     if log:
         set_log_scale(ax, "y")
     residual = dataset[f"{name}_residual"]
     res_ax.axhline(0.0, color="0.5", lw=0.8)
-    res_ax.plot(np.asarray(dataset[coord]), np.asarray(residual), "o", color="C0", ms=3)
+    rows = np.atleast_2d(np.asarray(residual))[:MAX_EXPERIMENTS]
+    for i, row in enumerate(rows):
+        res_ax.plot(np.asarray(dataset[coord]), row, "o", color=f"C{i}", ms=3)
     what = "log(data/fit)" if log else "data − fit"
     res_ax.set_ylabel(f"{what} [{residual.attrs.get('units', '1')}]", fontsize=8)
     res_ax.set_xlabel(label(dataset[coord]))
@@ -101,3 +110,16 @@ def _draw_observed(dataset: xr.Dataset, name: str, coord: str, ax, res_ax, log: 
         from matplotlib.ticker import MaxNLocator
 
         res_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _draw_series(ax, dataset, name, coord, x_dense, colors, labels, where) -> None:
+    """One time series: its band, fitted curve and data (`where`: which experiment)."""
+
+    def pick(var):
+        return np.asarray(dataset[var] if where is None else dataset[var].isel(where))
+
+    band = "95 % prediction band" if where is None else None
+    ax.fill_between(x_dense, pick(f"{name}_lower"), pick(f"{name}_upper"), color=colors[1],
+                    alpha=0.2, lw=0, label=band)  # fmt: skip
+    ax.plot(x_dense, pick(f"{name}_curve"), "-", color=colors[1], lw=1.5, label=labels[1])
+    ax.plot(np.asarray(dataset[coord]), pick(name), "o", color=colors[0], ms=4, label=labels[0])
