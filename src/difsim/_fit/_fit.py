@@ -242,22 +242,13 @@ def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian"
     monitor = None
     if dim is not None:
         _check_experiments(objective, model, multiple_shooting, starts)
-        rate = (learning_rate, clip)
-        setup = dict(noise=noise, weights=weights, sigma=sigma, dtype=dtype)
-        fdata = stacked_data(dataset, coord, coords, pairs, dim, **setup)
-        driver, steps = driver_for(optimizer, rate, tol, adjoint, steps, num_free, fdata)
-        if batch_size is not None and not isinstance(driver, OptaxDriver):
-            raise ValueError(
-                f"batch_size needs an optax optimizer (each step sees other experiments); "
-                f"{driver.name} compares steps on one loss: choose e.g. optimizer='adam'"
-            )
-        sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint, root_tol)
-        points = experiment_points(model, dataset, dim, dtype)
-        problem, held = experiments_problem(
-            model, transforms, fdata, points, dataset, dim, sim, t0, noise=noise,
-            batch_size=batch_size, validation=validation, seed=seed,
+        problem, monitor, driver, steps = _experiments_setup(
+            model, transforms, dataset, (coord, coords, pairs, dim, t0), num_free, dtype,
+            noise=noise, weights=weights, sigma=sigma, optimizer=optimizer,
+            rate=(learning_rate, clip), tol=tol, adjoint=adjoint, steps=steps,
+            sim=(solver, rtol, atol, max_steps, root_tol), batch_size=batch_size,
+            validation=validation, patience=patience, seed=seed,
         )  # fmt: skip
-        monitor = _monitor(problem, held, patience)
         extra = np.zeros(0)
     elif batch_size is not None or validation is not None or patience is not None:
         raise ValueError(
@@ -271,17 +262,15 @@ def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian"
             model, tuple(transforms), tuple(transforms.values()), dataset, coord, coords,
             pairs, sigma, t0, sim, dtype,
         )  # fmt: skip
-        driver, steps = driver_for(
-            optimizer, (learning_rate, clip), tol, adjoint, steps, num_free, problem.data
-        )
+        rate, fdata = (learning_rate, clip), problem.data
+        driver, steps = driver_for(optimizer, rate, tol, adjoint, steps, num_free, fdata)
         problem, extra = problem.with_adjoint(driver.adjoint), np.zeros(0)
     else:
         fdata = fit_data(
             dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma, dtype=dtype
         )
-        driver, steps = driver_for(
-            optimizer, (learning_rate, clip), tol, adjoint, steps, num_free, fdata
-        )
+        rate = (learning_rate, clip)
+        driver, steps = driver_for(optimizer, rate, tol, adjoint, steps, num_free, fdata)
         sim = SimOptions(solver, rtol, atol, max_steps, driver.adjoint, root_tol)
         problem, extra = time_series_problem(
             model, transforms, fdata, noise, control, multiple_shooting, sim, t0, coords
@@ -294,6 +283,30 @@ def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian"
     if starts is not None:
         u0 = perturbed_starts(u0, *starts)
     return FitSetup(problem, driver, steps, u0, transforms, monitor)
+
+
+def _experiments_setup(model, transforms, dataset, where, num_free, dtype, *, noise, weights,
+                       sigma, optimizer, rate, tol, adjoint, steps, sim, batch_size, validation,
+                       patience, seed):  # fmt: skip
+    """`(problem, monitor, driver, steps)` of a fit to experiments (`where`: the data's
+    coordinate, its values, the observation pairs, the experiment dimension, t0)."""
+    coord, coords, pairs, dim, t0 = where
+    fdata = stacked_data(dataset, coord, coords, pairs, dim, noise=noise, weights=weights,
+                         sigma=sigma, dtype=dtype)  # fmt: skip
+    driver, steps = driver_for(optimizer, rate, tol, adjoint, steps, num_free, fdata)
+    if batch_size is not None and not isinstance(driver, OptaxDriver):
+        raise ValueError(
+            f"batch_size needs an optax optimizer (each step sees other experiments); "
+            f"{driver.name} compares steps on one loss: choose e.g. optimizer='adam'"
+        )
+    solver, rtol, atol, max_steps, root_tol = sim
+    options = SimOptions(solver, rtol, atol, max_steps, driver.adjoint, root_tol)
+    points = experiment_points(model, dataset, dim, dtype)
+    problem, held = experiments_problem(
+        model, transforms, fdata, points, dataset, dim, options, t0, noise=noise,
+        batch_size=batch_size, validation=validation, seed=seed,
+    )  # fmt: skip
+    return problem, _monitor(problem, held, patience), driver, steps
 
 
 def _monitor(problem, held, patience) -> Monitor | None:
