@@ -35,7 +35,7 @@ process CPU time (steadier than wall time on a shared machine) and wall time, me
 before and after each problem.
 
 ```
-python experiments/benchmarks/bench_gradients.py                  # ~7 minutes on 2 cores
+python experiments/benchmarks/bench_gradients.py                  # ~5 minutes on 2 cores (load 2)
 python experiments/benchmarks/bench_gradients.py --quick          # P = 10, 1000; 3 repeats
 python experiments/benchmarks/bench_gradients.py --parts ensemble ude \\
     --markdown runs/bench_gradients.md --json runs/bench_gradients.json
