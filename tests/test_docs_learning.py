@@ -40,3 +40,10 @@ def test_discovery_finds_the_linear_friction(run_doc):
     found = doc["found"]
     assert list(found.active("d_v")) == ["v"]  # only the linear term survives the threshold
     assert abs(doc["linear"] + 0.3) < 3e-3  # the data's friction is -0.3 v
+
+
+def test_experiments_fit(run_doc):
+    doc = run_doc(DOC)
+    assert abs(doc["k_fitted"] - 0.8) < 1e-3  # the data decay at k = 0.8
+    history = doc["held_out"]
+    assert history.shape[1] == 2 and history[-1, 1] < history[0, 1]
