@@ -123,3 +123,24 @@ def test_experiment_values_must_name_what_they_set():
     single = xr.Dataset({"u": ("time", closed_form(K)[0])}, coords={"time": T})
     with pytest.raises(ValueError, match="apply to data of several experiments"):
         ds.fit(Decay(), single, ["k"], optimizer="adam", batch_size=2, **TOL)
+
+
+def test_config_fits_experiments(tmp_path):
+    experiments().to_netcdf(tmp_path / "runs.nc")
+    (tmp_path / "decay.py").write_text(
+        "import difsim as ds\n\n\nclass Decay(ds.Model):\n    k: float = 0.3\n"
+        "    c: float = 1.0\n    state = ds.State(u=1.0)\n\n    def rhs(self, t, s):\n"
+        "        return {'u': -self.k * self.c * s.u}\n"
+    )
+    config = {
+        "model": {"name": str(tmp_path / "decay.py") + ":Decay"},
+        "solver": {"rtol": 1e-8, "atol": 1e-8, "dtype": "float64"},
+        "fit": {"data": str(tmp_path / "runs.nc"), "free": {"k": "positive"},
+                "optimizer": "adam", "learning_rate": 0.05, "steps": 100, "batch_size": 4,
+                "validation": ["run10", "run11"], "seed": 2},
+        "output": {"path": str(tmp_path / "fit.nc")},
+    }  # fmt: skip
+    out = ds.run_config(config)
+    assert out.attrs["status"] == "completed" and out["u_fit"].dims == ("experiment", "time")
+    assert out["validation_loss"].shape == (2,)
+    assert abs(float(out["value"].sel(parameter="k")) - K) < 0.05  # 100 Adam steps from 0.3

@@ -182,7 +182,8 @@ class FitSpec:
     SETTINGS = (
         "data", "time", "t0", "control", "noise", "optimizer", "steps", "learning_rate", "clip",
         "tol", "adjoint", "multiple_shooting", "shooting_penalty", "multistart", "seed",
-        "multistart_scale", "checkpoint", "max_failures",
+        "multistart_scale", "checkpoint", "max_failures", "experiment", "batch_size",
+        "validation", "patience",
     )  # fmt: skip
 
     data: str
@@ -209,6 +210,10 @@ class FitSpec:
     multistart_scale: float | None = None
     checkpoint: str | None = None
     max_failures: int = 20
+    experiment: str | None = None
+    batch_size: int | None = None
+    validation: float | list | None = None
+    patience: int | None = None
     shooting: MultipleShooting | None = dataclasses.field(
         default=None, compare=False, repr=False, kw_only=True
     )
@@ -234,7 +239,15 @@ class FitSpec:
             adjoint=self.adjoint,
             checkpoint=self.checkpoint,
             max_failures=self.max_failures,
-        )
+            experiment=self.experiment,
+            batch_size=self.batch_size,
+            validation=(
+                list(self.validation) if isinstance(self.validation, list | tuple)
+                else None if self.validation is None else float(self.validation)
+            ),
+            patience=self.patience,
+            seed=0 if self.seed is None else int(self.seed),
+        )  # fmt: skip
         if self.shooting is not None:
             out["multiple_shooting"] = self.shooting
         if self.multistart is not None:

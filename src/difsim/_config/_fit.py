@@ -32,6 +32,7 @@ from difsim._config._schema import (
     TABLE,
     ConfigError,
     Key,
+    Kind,
     Section,
     did_you_mean,
     given,
@@ -52,6 +53,14 @@ from difsim._fit import (
     network_sizes,
     path_steps,
     read_data,
+)
+
+VALIDATION = Kind(
+    "a fraction in (0, 1) or a list of experiment labels",
+    lambda v: (
+        (is_number(v) and 0 < v < 1)
+        or (isinstance(v, list) and bool(v) and all(isinstance(x, str | int) for x in v))
+    ),
 )
 
 # The sub-tables of [fit]: name → what its entries are (for error messages).
@@ -180,8 +189,11 @@ def _check_settings(values: dict[str, Any], cls: str, params: list[str]) -> None
     _only_with(
         values, "shooting_penalty", values["multiple_shooting"] is not None, "multiple_shooting"
     )
-    for key in ("seed", "multistart_scale"):
-        _only_with(values, key, values["multistart"] is not None, "multistart")
+    _only_with(values, "multistart_scale", values["multistart"] is not None, "multistart")
+    seeded = values["multistart"] is not None or values["batch_size"] is not None
+    seeded = seeded or isinstance(values["validation"], float)
+    _only_with(values, "seed", seeded, "multistart, batch_size or a fractional validation")
+    _only_with(values, "patience", values["validation"] is not None, "validation")
     optax_names = ", ".join(OPTAX_OPTIMIZERS)
     _only_with(values, "clip", values["optimizer"] in OPTAX_OPTIMIZERS, f"optax ({optax_names})")
 
@@ -322,7 +334,8 @@ def _check_data(values: dict[str, Any], observe, states, control, model) -> None
     try:  # the values the fit will read: a run would refuse them only after loading
         check_data_values(dataset, coord, model.build(host=True), dict(observe) or None,
                           noise=values["noise"], weights=values["weights"],
-                          sigma=values["sigma"], increasing=control is None)  # fmt: skip
+                          sigma=values["sigma"], increasing=control is None,
+                          experiment=values["experiment"])  # fmt: skip
     except (ValueError, TypeError) as e:
         raise ConfigError(f"{e} (in {path})", "fit.data") from None
 
@@ -383,6 +396,12 @@ FIT_SECTION = Section(
             POSITIVE, "standard deviation of the perturbations (default 0.3)", None
         ),
         "checkpoint": Key(STRING, "file to save (and resume) the optimisation state", None),
+        "experiment": Key(STRING, "the data dimension of experiments (default: experiment)", None),
+        "batch_size": Key(POSITIVE_INT, "training experiments per optimizer step", None),
+        "validation": Key(
+            VALIDATION, "held-out experiments: a fraction in (0, 1), or their labels", None
+        ),
+        "patience": Key(POSITIVE_INT, "evaluations without a lower validation loss", None),
         "max_failures": Key(POSITIVE_INT, "consecutive rejected steps before the fit stops", 20),
         "free": Key(TABLE, "[fit.free]: what to fit and its range", {}),
         "network": Key(

@@ -2,12 +2,14 @@
 shooting, results.
 """
 
+from difsim._fit._check import (
+    check_data_values as check_data_values,
+)
 from difsim._fit._checkpoint import (
     check_checkpoint as check_checkpoint,
 )
 from difsim._fit._data import (
     NOISE_MODELS as NOISE_MODELS,
-    check_data_values as check_data_values,
     read_data as read_data,
 )
 from difsim._fit._diagnostics import (

@@ -285,28 +285,6 @@ def fit_data(
     )
 
 
-def check_data_values(
-    dataset: xr.Dataset,
-    coord: str,
-    model: Model,
-    observe,
-    *,
-    noise: str,
-    weights,
-    sigma,
-    increasing: bool = True,
-) -> None:
-    """Check the data as a fit of `model` reads it — the coordinate `coord`, which data
-    variables are observed and how (`observe`, or `None`), their values, `weights` and
-    `sigma` — without solving anything (what `difsim check` runs on a config's data).
-
-    **Raises:** `ValueError`/`TypeError` naming the culprit, as [`fit`][] would."""
-    coords = coordinate_values(dataset, coord, increasing=increasing)
-    pairs = observation_map(dataset, coord, model, observe)
-    fit_data(dataset, coord, coords, pairs, noise=noise, weights=weights, sigma=sigma,
-             dtype=jnp.result_type(float), host=True)  # fmt: skip
-
-
 def _attrs_text(dataset: xr.Dataset, coord: str, names: tuple[str, ...]) -> str:
     """The attributes of `dataset`, its coordinate `coord` and variables `names` as JSON
     (static in `FitData`, so hashable text; values other than text and numbers dropped)."""
