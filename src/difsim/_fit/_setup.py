@@ -3,7 +3,7 @@ problem (single or multiple shooting, or steady states) and its initial guess.""
 
 import numpy as np
 
-from difsim._core import Model, simulate
+from difsim._core import Model
 from difsim._fit._drivers import ADJOINTS, OptimistixDriver, make_driver
 from difsim._fit._shooting import (
     MultipleShooting,
@@ -115,14 +115,5 @@ def guess_trajectory(model, sim, t0, coords, fdata) -> dict[str, np.ndarray]:
             out = {k: np.concatenate([[float(state[k])], v]) for k, v in out.items()}
         if all(np.all(np.isfinite(v)) for v in out.values()):
             return out
-    sol = simulate(
-        model,
-        t=grid,
-        solver=sim.solver,
-        rtol=sim.rtol,
-        atol=sim.atol,
-        max_steps=sim.max_steps,
-        root_tol=sim.root_tol,
-        throw=False,
-    )
+    sol = sim.simulate(model, grid)  # (forward only: its adjoint does not matter)
     return {k: np.asarray(v) for k, v in sol.ys.items()}
