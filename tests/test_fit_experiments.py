@@ -136,11 +136,10 @@ def test_config_fits_experiments(tmp_path):
         "model": {"name": str(tmp_path / "decay.py") + ":Decay"},
         "solver": {"rtol": 1e-8, "atol": 1e-8, "dtype": "float64"},
         "fit": {"data": str(tmp_path / "runs.nc"), "free": {"k": "positive"},
-                "optimizer": "adam", "learning_rate": 0.05, "steps": 100, "batch_size": 4,
-                "validation": ["run10", "run11"], "seed": 2},
+                "validation": ["run10", "run11"]},
         "output": {"path": str(tmp_path / "fit.nc")},
     }  # fmt: skip
-    out = ds.run_config(config)
-    assert out.attrs["status"] == "completed" and out["u_fit"].dims == ("experiment", "time")
-    assert out["validation_loss"].shape == (2,)
-    assert abs(float(out["value"].sel(parameter="k")) - K) < 0.05  # 100 Adam steps from 0.3
+    out = ds.run_config(config)  # the trust region converges within the first block
+    assert out.attrs["status"] == "converged" and out["u_fit"].dims == ("experiment", "time")
+    assert out["validation_loss"].shape == (1,) and out.sizes["experiment"] == 10
+    assert abs(float(out["value"].sel(parameter="k")) - K) < 5e-3  # noise 0.01
