@@ -2,8 +2,13 @@
 
 import copy
 
+import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 import scipy.integrate
+
+import difsim as ds
 
 
 def scipy_reference(fun, t_span, y0, t_eval, method="DOP853", rtol=1e-12, atol=1e-12, **kw):
@@ -43,3 +48,22 @@ def with_key(base: dict, path: str, value) -> dict:
     else:
         node[last] = value
     return raw
+
+
+def ude_network(activation=jnp.tanh):
+    """The 2-5-5-2 network of the issue-28 UDE below, in float64 (key 0)."""
+    net = eqx.nn.MLP(2, 2, 5, 2, activation=activation, key=jax.random.key(0))
+    return jax.tree.map(lambda x: x.astype(jnp.float64) if eqx.is_array(x) else x, net)
+
+
+class UDE(ds.Model):
+    """Issue 28's universal differential equation: known linear terms plus a network."""
+
+    alpha: float = 1.3
+    delta: float = ds.param(1.8, units="1/s")
+    net: eqx.nn.MLP = eqx.field(default_factory=ude_network)
+    state = ds.State(u=0.44249296, v=4.6280594)
+
+    def rhs(self, t, s):
+        nn = self.net(jnp.stack([s.u, s.v]))
+        return {"u": self.alpha * s.u + nn[0], "v": -self.delta * s.v + nn[1]}

@@ -14,27 +14,11 @@ import pytest
 
 import difsim as ds
 
+from .helpers import UDE
+
 RTOL = ATOL = 1e-10
 TS = jnp.linspace(0.0, 1.0, 6)
 ALPHA = jnp.array([1.0, 1.3, 0.7])
-
-
-def _mlp():
-    net = eqx.nn.MLP(2, 2, 5, 2, activation=jnp.tanh, key=jax.random.key(0))
-    return jax.tree.map(lambda x: x.astype(jnp.float64) if eqx.is_array(x) else x, net)
-
-
-class UDE(ds.Model):
-    """The issue's universal differential equation: known linear terms plus a network."""
-
-    alpha: float = 1.3
-    delta: float = 1.8
-    net: eqx.nn.MLP = eqx.field(default_factory=_mlp)
-    state = ds.State(u=0.44249296, v=4.6280594)
-
-    def rhs(self, t, s):
-        nn = self.net(jnp.stack([s.u, s.v]))
-        return {"u": self.alpha * s.u + nn[0], "v": -self.delta * s.v + nn[1]}
 
 
 class Closure(eqx.Module):

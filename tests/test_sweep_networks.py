@@ -20,23 +20,9 @@ import difsim as ds
 from difsim._sweep import SweepOutputError
 from difsim._sweep._layout import value_text
 
+from .helpers import UDE, ude_network as _mlp
+
 ALPHA = [1.0, 1.3]
-
-
-def _mlp(activation=jnp.tanh):
-    net = eqx.nn.MLP(2, 2, 5, 2, activation=activation, key=jax.random.key(0))
-    return jax.tree.map(lambda x: x.astype(jnp.float64) if eqx.is_array(x) else x, net)
-
-
-class UDE(ds.Model):
-    alpha: float = 1.3
-    delta: float = ds.param(1.8, units="1/s")
-    net: eqx.nn.MLP = eqx.field(default_factory=_mlp)
-    state = ds.State(u=0.44249296, v=4.6280594)
-
-    def rhs(self, t, s):
-        nn = self.net(jnp.stack([s.u, s.v]))
-        return {"u": self.alpha * s.u + nn[0], "v": -self.delta * s.v + nn[1]}
 
 
 class Closure(eqx.Module):
