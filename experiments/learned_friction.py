@@ -3,7 +3,8 @@
     dx/dt = v,    dv/dt = -omega^2 x + f(v)
 
 `f` is a network the config declares (`[fit.network.friction]` in
-`learned_friction.toml`; in Python: `LearnedFriction(friction=eqx.nn.MLP(1, 1, 4, 1, ...))`) and the fit trains on `data/damped_oscillator.csv`, made with
+`learned_friction.toml`; in Python: `LearnedFriction(friction=eqx.nn.MLP(1, 1, 4, 1,
+...))`) and the fit trains on `data/damped_oscillator.csv`, made with
 linear friction f(v) = -0.3 v (see `data/make_oscillator_data.py`).
 """
 
