@@ -5,12 +5,18 @@
 `f` is a network the config declares (`[fit.network.friction]` in
 `learned_friction.toml`; in Python: `LearnedFriction(friction=eqx.nn.MLP(1, 1, 4, 1,
 ...))`) and the fit trains on `data/damped_oscillator.csv`, made with
-linear friction f(v) = -0.3 v (see `data/make_oscillator_data.py`).
+linear friction f(v) = -0.3 v (see `data/make_oscillator_data.py`): `true_friction`, which
+the config's `reference` draws beside the learned network (the PNG's "learned friction").
 """
 
 import equinox as eqx
 
 import difsim as ds
+
+
+def true_friction(v):
+    """The friction force per unit mass that made the data: -0.3 v (v: shape (1,))."""
+    return -0.3 * v
 
 
 class LearnedFriction(ds.Model):

@@ -27,6 +27,7 @@ from difsim._config import (
     check_atol_against_state,
     declared_state,
     load_config,
+    network_references,
 )
 from difsim._core import noise_summary, reports_model_time, simulate
 from difsim._fit import check_checkpoint, fit, with_networks
@@ -247,6 +248,10 @@ def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress) -> RunRe
     spec = experiment.solver
     with jax.enable_x64(spec.dtype == "float64"):
         model = with_networks(experiment.model.build(), experiment.fit.network)
+        try:  # before the fit: a reference that cannot be drawn loses no training
+            references = network_references(experiment.fit.network, model)
+        except ConfigError as e:
+            raise ConfigError(e.problem, e.key, experiment.source) from None
         start = time.perf_counter()
         try:
             result = fit(
@@ -266,7 +271,7 @@ def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress) -> RunRe
             raise ConfigError(str(e), "fit", experiment.source) from e
         wall = time.perf_counter() - start
         # Still in the fit's precision: the outputs evaluate the fitted model again.
-        dataset = result.to_xarray()
+        dataset = result.to_xarray(references=references)
         dataset.attrs.update(
             {RUN_ATTR: outputs.run, "config": experiment.to_toml(), "dtype": spec.dtype}
         )

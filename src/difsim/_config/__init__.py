@@ -2,6 +2,9 @@
 builds.
 """
 
+from difsim._config._fit_network import (
+    network_references as network_references,
+)
 from difsim._config._load import (
     ConfigError as ConfigError,
     Experiment as Experiment,

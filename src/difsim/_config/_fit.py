@@ -66,7 +66,8 @@ SUBTABLES = {
     "observe": "a data variable = the state variable it observes",
     "weights": "a data variable = its residual weight (a number or one per data point)",
     "sigma": "a data variable = its noise scale (a number or one per data point)",
-    "network": "a parameter = a table: width, depth, activation, seed, in_size, out_size",
+    "network": "a parameter = a table: width, depth, activation, seed, in_size, out_size, "
+    "reference",
 }
 
 

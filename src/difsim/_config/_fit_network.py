@@ -1,11 +1,20 @@
 """`[fit.network.<field>]` of experiment configs: a network to build for a model field."""
 
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from difsim._config._experiment import field_defaults
+from difsim._config._imports import import_model_module, load_model_file
+from difsim._config._model import model_file
 from difsim._config._schema import ConfigError, did_you_mean, given, names_list
 from difsim._fit import ACTIVATIONS, NETWORK_KEYS, network_sizes
+
+# A network's keys besides those that build it: `reference`, the true term it is drawn
+# against ("file.py:function" or "package.module:function").
+OUTPUT_KEYS = ("reference",)
 
 
 def check_networks(networks: dict[str, Any], cls: type, params: list[str]) -> None:
@@ -27,7 +36,10 @@ def check_networks(networks: dict[str, Any], cls: type, params: list[str]) -> No
                 key,
             )
         for name, value in spec.items():
-            _check_network_key(f"{key}.{name}", name, value)
+            if name == "reference":
+                resolve_reference(value, f"{key}.reference", cls)
+            else:
+                _check_network_key(f"{key}.{name}", name, value)
         try:
             network_sizes(defaults, field, spec)
         except ValueError as e:
@@ -36,9 +48,9 @@ def check_networks(networks: dict[str, Any], cls: type, params: list[str]) -> No
 
 def _check_network_key(key: str, name: str, value: Any) -> None:
     if name not in NETWORK_KEYS:
+        known = [*NETWORK_KEYS, *OUTPUT_KEYS]
         raise ConfigError(
-            f"unknown key {name!r}; a network takes {names_list(list(NETWORK_KEYS))}"
-            f"{did_you_mean(name, list(NETWORK_KEYS))}",
+            f"unknown key {name!r}; a network takes {names_list(known)}{did_you_mean(name, known)}",
             key,
         )
     if name == "activation":
@@ -52,3 +64,101 @@ def _check_network_key(key: str, name: str, value: Any) -> None:
     least = 0 if name in ("depth", "seed") else 1
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ConfigError(f"expected an integer >= {least}, got {given(value)}", key)
+
+
+def resolve_reference(name: Any, key: str, cls: type) -> Callable:
+    """The function `reference` names: the true term a network is drawn against, called
+    as the network is (one input array → its output array). `"function"`: a function of
+    the module defining the model `cls` (its file, for `[model] name = "file.py:Class"`);
+    `"file.py:function"` (a Python file, relative to the config's folder) or
+    `"package.module:function"`: as `[model] name` finds a class.
+
+    **Raises:** [`ConfigError`][] under `key`.
+    """
+    if not isinstance(name, str) or not name.strip(":"):
+        raise ConfigError(
+            f'expected "function" (of the model\'s file), "file.py:function" or '
+            f'"package.module:function", got {given(name)}',
+            key,
+        )
+    if ":" not in name:
+        module, qualname = sys.modules[cls.__module__], name
+        where = f"the module of {cls.__name__} ({cls.__module__})"
+    elif (file := model_file(name)) is not None:
+        module, qualname = load_model_file(Path(file[0]), key), file[1]
+        where = f"file {file[0]!r}"
+    else:
+        module_name, _, qualname = name.rpartition(":")
+        module, where = import_model_module(module_name, qualname, key), f"module {module_name!r}"
+    obj = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise ConfigError(f"{where} has no function {qualname!r}", key)
+    if not callable(obj) or isinstance(obj, type):
+        raise ConfigError(
+            f"{name!r} is a {'class' if isinstance(obj, type) else type(obj).__name__}, "
+            "not a function of the network's input",
+            key,
+        )
+    return obj
+
+
+def network_references(networks: Mapping[str, Mapping[str, Any]], model: Any) -> dict:
+    """`{field: function}` of the networks that declare a `reference`, each called on
+    zeros shaped as its network's input in `model` (holding the networks, before a fit):
+    it must return as many values as the network.
+
+    **Raises:** [`ConfigError`][] under `fit.network.<field>.reference`.
+    """
+    out = {}
+    for field, spec in networks.items():
+        if "reference" not in spec:
+            continue
+        key = f"fit.network.{field}.reference"
+        out[field] = resolve_reference(spec["reference"], key, type(model))
+        _check_reference(out[field], getattr(model, field), spec["reference"], key)
+    return out
+
+
+def _check_reference(reference: Callable, network: Any, name: str, key: str) -> None:
+    import jax.numpy as jnp
+    import numpy as np
+
+    size = getattr(network, "in_size", None)
+    if not isinstance(size, int):
+        return
+    x = jnp.zeros((size,))
+    try:
+        got = np.size(reference(x))
+    except Exception as e:  # the user's function may fail in any way
+        raise ConfigError(
+            f"{name} fails on the network's input (zeros of shape ({size},)): "
+            f"{type(e).__name__}: {e}",
+            key,
+        ) from e
+    want = np.size(network(x))
+    if got != want:
+        raise ConfigError(
+            f"{name} returns {got} value(s) for one input, the network {want}; it must "
+            "return what the network does",
+            key,
+        )
+
+
+def resolve_references(out: dict, folder: Path, overrides: Mapping, absolute: Callable) -> None:
+    """`[fit.network.<field>] reference = "file.py:function"` of the raw config `out`: the
+    file made `absolute` (relative to `folder`, or the current directory for an override),
+    as `resolve_paths` does for the other paths."""
+    networks = out.get("fit", {}).get("network") if isinstance(out.get("fit"), dict) else None
+    if not isinstance(networks, dict):
+        return
+    networks = out["fit"]["network"] = dict(networks)  # the caller's tables stay as given
+    for field, spec in list(networks.items()):
+        value = spec.get("reference") if isinstance(spec, dict) else None
+        file = model_file(value) if isinstance(value, str) else None
+        if file is not None:
+            key = f"fit.network.{field}.reference"
+            typed = any(key == k or key.startswith(k + ".") for k in overrides)
+            base = Path.cwd() if typed else folder
+            networks[field] = {**spec, "reference": f"{absolute(file[0], base)}:{file[1]}"}

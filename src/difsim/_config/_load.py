@@ -25,6 +25,7 @@ from difsim._config._experiment import (
     TimeSpec as TimeSpec,
 )
 from difsim._config._fit import FIT_SECTION, FIT_SOLVER_DEFAULTS
+from difsim._config._fit_network import resolve_references
 from difsim._config._model import model_file, parse_model
 from difsim._config._resources import check_experiment_resources
 from difsim._config._schema import (
@@ -336,6 +337,7 @@ def resolve_paths(raw: dict[str, Any], folder: Path, overrides: Mapping[str, Any
             if key == "output.store" and "://" in value:  # an fsspec URL, not a path
                 continue
             table[name] = _absolute(value, base)
+    resolve_references(out, folder, overrides, _absolute)
     return out
 
 

@@ -10,6 +10,7 @@ median weight), at $\pm 1.96$ standard deviations; for lognormal noise on the lo
 
 import json
 import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import equinox as eqx
@@ -18,14 +19,18 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from difsim._fit._learned import learned_terms
 from difsim._io import cf_attrs, param_attrs, time_attrs, var_attrs
 
 Z95 = 1.959963984540054  # the normal distribution's 97.5 % quantile
 
 
-def fit_dataset(result: Any, points: int = 201) -> xr.Dataset:
+def fit_dataset(
+    result: Any, points: int = 201, references: Mapping[str, Callable] | None = None
+) -> xr.Dataset:
     """The Dataset of `result` (see [`FitResult.to_xarray`][]), with the smooth curve at
-    `points` coordinates spanning the data."""
+    `points` coordinates spanning the data, and each free network's learned term (beside
+    its entry of `references`, the true term, where given)."""
     problem, model = result.problem, result.model
     data = problem.data
     meta = json.loads(data.attrs)
@@ -43,6 +48,9 @@ def fit_dataset(result: Any, points: int = 201) -> xr.Dataset:
         coords[dim] = (dim, list(problem.labels), {"long_name": "experiment"})
     data_vars = _observed(result, meta, coord, curve_coord, dense)
     data_vars.update(_parameters(result, coords))
+    term_coords, terms = learned_terms(result, dense, references)
+    coords.update(term_coords)
+    data_vars.update(terms)
     steps = np.arange(len(result.loss_history))
     coords["step"] = ("step", steps, dict(long_name="optimizer step", units="1"))
     loss = dict(long_name="loss: half the sum of squared weighted residuals", units="1")

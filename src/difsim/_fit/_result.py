@@ -160,7 +160,7 @@ class FitResult(eqx.Module):
         return self.summary()
 
     # ------------------------------------------------------------ outputs
-    def to_xarray(self, points: int = 201) -> xr.Dataset:
+    def to_xarray(self, points: int = 201, *, references: dict | None = None) -> xr.Dataset:
         """The fit as a CF-style `xarray.Dataset` (`difsim_output = "fit"`).
 
         - The data coordinate with the data's attributes (units from the model's
@@ -176,8 +176,10 @@ class FitResult(eqx.Module):
         - `loss_history`, `grad_norm_history` over `step`; `start_loss` over `start`
           with a multistart. Global attributes: CF's (`Conventions`, `history`,
           `source`), the fit's outcome, and the data's own as `data_<name>`.
+        - Per free network `f` called by `rhs`: `learned_f` over the inputs the fitted
+          trajectory gives it, and `reference_f` there with `references={"f": true_f}`.
         """
-        return fit_dataset(self, points)
+        return fit_dataset(self, points, references)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-ready summary: parameters, standard errors, loss, status."""
@@ -230,14 +232,14 @@ class FitResult(eqx.Module):
         summary = {**extra, **self.to_dict()}
         return atomic_write_text(path, json.dumps(_finite_json(summary), indent=2))
 
-    def plot(self, path: str | os.PathLike | None = None, *, points: int = 201):
+    def plot(self, path: str | os.PathLike | None = None, *, points: int = 201, references=None):
         """Data with the fitted curve and its 95 % prediction band, residuals, the
         estimates ± standard errors, and the loss history (see [`plot`][difsim.plot]).
         Saved as PNG when `path` is given.
 
         **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
         """
-        return plot_output(self.to_xarray(points), path)
+        return plot_output(self.to_xarray(points, references=references), path)
 
 
 def make_result(

@@ -57,7 +57,8 @@ def plot_fit(dataset: xr.Dataset, path: str | Path | None = None):
         _draw_observed(dataset, name, coord, top, bottom, log)
         if j == 0:
             top.legend(fontsize=8, loc="best")
-    right = grid[:, 1].subgridspec(2, 1, height_ratios=[1, 1])
+    terms = [str(n)[len("learned_") :] for n in dataset.data_vars if str(n).startswith("learned_")]
+    right = grid[:, 1].subgridspec(2 + len(terms), 1)
     text_ax = fig.add_subplot(right[0, 0])
     text_ax.axis("off")
     text_ax.set_title("estimates ± standard errors", fontsize=9)
@@ -74,8 +75,41 @@ def plot_fit(dataset: xr.Dataset, path: str | Path | None = None):
     loss_ax.set_xlabel("optimizer step [1]")
     loss_ax.set_ylabel("loss [1]")
     loss_ax.set_title("loss history", fontsize=9)
+    for i, field in enumerate(terms):
+        draw_learned(dataset, field, fig.add_subplot(right[2 + i, 0]))
     title = f"{dataset.attrs.get('model', '')} fit ({dataset.attrs.get('optimizer', '')}): "
     return finish_figure(fig, title + str(dataset.attrs.get("status", "")), path)
+
+
+def draw_learned(dataset: xr.Dataset, field: str, ax) -> None:
+    """The learned term `field` (`learned_<field>`): over its input grid (one input), or
+    against the time of each visited input (several), beside `reference_<field>`."""
+    learned = dataset[f"learned_{field}"]
+    reference = dataset.get(f"reference_{field}")
+    dim = learned.dims[0]
+    scalar = dim == f"{field}_input"
+    x = np.asarray(dataset[dim] if scalar else dataset[f"{field}_time"], dtype=float)
+    style = "-" if scalar else "."
+    outputs = learned.shape[1]
+    for k in range(outputs):
+        tag = "" if outputs == 1 else f" [{k}]"
+        ax.plot(x, np.asarray(learned[:, k]), style, color=f"C{k}", lw=1.5, ms=3,
+                label=f"learned{tag}")  # fmt: skip
+        if reference is not None:
+            ax.plot(x, np.asarray(reference[:, k]), "--" if scalar else "x", color=f"C{k}",
+                    lw=1.0, ms=3, alpha=0.8, label=f"reference{tag}")  # fmt: skip
+    if scalar:
+        grid = dataset[dim]
+        name = grid.attrs.get("state_variable", dim)
+        ax.set_xlabel(f"{name} [{grid.attrs.get('units', '1')}]")
+    else:
+        ax.set_xlabel("time of the input")
+    ax.set_ylabel(f"{field} [{learned.attrs.get('units', '1')}]")
+    title = f"learned {field}"
+    if "rms_error_vs_reference" in learned.attrs:
+        title += f" (rms error vs reference {learned.attrs['rms_error_vs_reference']:.2g})"
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="best")
 
 
 # A fit to experiments draws this many of them (one colour each), the first ones.
