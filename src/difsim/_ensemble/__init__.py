@@ -8,6 +8,7 @@ from difsim._ensemble._adjoint import (
     AbstractEnsembleAdjoint as AbstractEnsembleAdjoint,
     AutoAdjoint as AutoAdjoint,
     CheckpointAdjoint as CheckpointAdjoint,
+    DiscreteAdjoint as DiscreteAdjoint,
     ForwardAdjoint as ForwardAdjoint,
     make_adjoint as make_adjoint,
 )

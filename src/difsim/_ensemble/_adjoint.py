@@ -46,15 +46,22 @@ class AbstractEnsembleAdjoint(eqx.Module):
 
     @property
     def reverse_checkpoints(self) -> int | None:
-        """Checkpoints per block of the reverse-mode path (`None`: equinox's default)."""
+        """Checkpoints per block of the checkpointed reverse-mode path (`None`: equinox's
+        default)."""
         return getattr(self, "checkpoints", None)
 
+    @property
+    def discrete(self) -> bool:
+        """Whether reverse mode through an ODE solve is the discrete adjoint
+        (`_discrete.py`) rather than JAX's through checkpointed step loops."""
+        return False
 
-def _check_checkpoints(checkpoints) -> None:
+
+def _check_checkpoints(checkpoints, name: str = "checkpoints") -> None:
     if checkpoints is not None and (
         isinstance(checkpoints, bool) or not isinstance(checkpoints, int) or checkpoints < 1
     ):
-        raise ValueError(f"checkpoints must be a positive int or None, got {checkpoints!r}")
+        raise ValueError(f"{name} must be a positive int or None, got {checkpoints!r}")
 
 
 class ForwardAdjoint(AbstractEnsembleAdjoint):
@@ -65,6 +72,31 @@ class ForwardAdjoint(AbstractEnsembleAdjoint):
 
     def reverse(self, count: int) -> bool:
         return False
+
+
+class DiscreteAdjoint(AbstractEnsembleAdjoint):
+    """Reverse mode by a discrete adjoint of the engine's own steps (`_discrete.py`): the
+    backward pass pulls the cotangent back through each accepted step with `jax.vjp` of
+    the method's step, and through the save times it wrote with its dense output,
+    recomputing earlier iterations from checkpoints. Cost independent of the number of
+    differentiated scalars; memory `segment` iterations plus `max_steps / segment`
+    checkpoints of a block's lanes (default `segment` about `sqrt(max_steps)`: 128 for
+    16,384), whatever the number of steps taken. The derivative is that of the steps the
+    solve took, their sizes held fixed. ODEs only (a stochastic model goes through
+    [`CheckpointAdjoint`][]'s path)."""
+
+    name: ClassVar[str] = "discrete"
+    segment: int | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        _check_checkpoints(self.segment, "segment")
+
+    def reverse(self, count: int) -> bool:
+        return True
+
+    @property
+    def discrete(self) -> bool:
+        return True
 
 
 class CheckpointAdjoint(AbstractEnsembleAdjoint):
@@ -105,18 +137,24 @@ class AutoAdjoint(AbstractEnsembleAdjoint):
     name: ClassVar[str] = "auto"
     max_forward: int = eqx.field(static=True, default=DEFAULT_MAX_FORWARD)
     checkpoints: int | None = eqx.field(static=True, default=None)
+    segment: int | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         _check_checkpoints(self.checkpoints)
+        _check_checkpoints(self.segment, "segment")
         if isinstance(self.max_forward, bool) or not isinstance(self.max_forward, int):
             raise ValueError(f"max_forward must be an int, got {self.max_forward!r}")
 
     def reverse(self, count: int) -> bool:
         return count > self.max_forward
 
+    @property
+    def discrete(self) -> bool:
+        return True
+
 
 ADJOINTS: dict[str, type[AbstractEnsembleAdjoint]] = {
-    cls.name: cls for cls in (AutoAdjoint, ForwardAdjoint, CheckpointAdjoint)
+    cls.name: cls for cls in (AutoAdjoint, ForwardAdjoint, CheckpointAdjoint, DiscreteAdjoint)
 }
 
 

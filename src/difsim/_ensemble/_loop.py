@@ -44,6 +44,8 @@ class Plan(eqx.Module):
     final_only: bool = eqx.field(static=True)
     reverse: bool = eqx.field(static=True, default=False)
     checkpoints: int | None = eqx.field(static=True, default=None)
+    # The discrete adjoint's iterations per segment (`_discrete.py`); `None`: not used.
+    discrete: int | None = eqx.field(static=True, default=None)
 
     def while_loop(self, cond, body, init, *, max_steps: int, buffers, checkpoints=None):
         """`lax.while_loop(cond, body, init)`, or with `reverse` its checkpointed
@@ -80,6 +82,17 @@ def solve_block(
     reached), `stats = {"status", "num_steps", "num_accepted_steps",
     "num_rejected_steps"}`, each `(lanes,)`.
     """
+    carry, body = start_block(field, plan, points, y0, t0, t1, ts, dt0)
+    carry = plan.while_loop(
+        lambda c: jnp.any(c.status == RUNNING), body, carry,
+        max_steps=plan.max_steps, buffers=lambda c: c.saved,
+    )  # fmt: skip
+    return finish_block(carry, ts)
+
+
+def start_block(field: BatchField, plan: Plan, points, y0: Lanes, t0, t1, ts, dt0):
+    """The first carry of a block solve (its initial saves written) and the loop's body,
+    `Carry -> Carry` (arguments as [`solve_block`][]'s)."""
     f = BlockRHS(field, points)
     lanes = jax.tree.leaves(y0)[0].shape[0]
     dtype = field.dtype
@@ -100,11 +113,11 @@ def solve_block(
     if ts is not None:
         carry = _save(carry, plan, ts, None, t, t, y0, y0, ok)
     floor = clip_floor(jnp.asarray(t1, dtype))
-    body = lambda c: _body(c, f, plan, t1, floor, ts)  # noqa: E731
-    carry = plan.while_loop(
-        lambda c: jnp.any(c.status == RUNNING), body, carry,
-        max_steps=plan.max_steps, buffers=lambda c: c.saved,
-    )  # fmt: skip
+    return carry, lambda c: _body(c, f, plan, t1, floor, ts)
+
+
+def finish_block(carry: Carry, ts) -> tuple[dict, dict]:
+    """`(ys, stats)` of a finished block (see [`solve_block`][])."""
     ys = block_outputs(carry.status, carry.y, carry.saved, ts)
     stats = dict(
         status=carry.status,

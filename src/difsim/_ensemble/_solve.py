@@ -27,6 +27,7 @@ from jax.custom_derivatives import SymbolicZero, linear_call
 
 from difsim._core import VarInfo
 from difsim._ensemble._adjoint import AbstractEnsembleAdjoint, AutoAdjoint
+from difsim._ensemble._discrete import Spec, default_segment, discrete_block, discrete_bytes
 from difsim._ensemble._field import BatchField
 from difsim._ensemble._loop import Plan, solve_block
 from difsim._ensemble._sde_loop import SDEPlan, solve_sde_block
@@ -47,12 +48,19 @@ class Config:
     reverse_block: int | None = None  # lanes per block of the reverse-mode path
 
     def reverse(self) -> "Config":
-        """The same solve with checkpointed, reverse-mode differentiable step loops."""
+        """The same solve with reverse-mode differentiable step loops: the discrete
+        adjoint's (`_discrete.py`) for [`DiscreteAdjoint`][] on an ODE, else checkpointed
+        loops."""
+        block = self.reverse_block or self.block
+        if self.adjoint.discrete and isinstance(self.plan, Plan):
+            segment = getattr(self.adjoint, "segment", None) or default_segment(self.plan.max_steps)
+            plan = dataclasses.replace(self.plan, discrete=segment)
+            return dataclasses.replace(self, plan=plan)
         checkpoints = self.adjoint.reverse_checkpoints or default_checkpoints(self.plan.max_steps)
         plan = dataclasses.replace(
             self.plan, reverse=True, checkpoints=min(checkpoints, self.plan.max_steps)
         )
-        return dataclasses.replace(self, plan=plan, block=self.reverse_block or self.block)
+        return dataclasses.replace(self, plan=plan, block=block)
 
 
 def default_block(n: int, size: int = 1, reverse: bool = False) -> int:
@@ -140,7 +148,12 @@ def _blocks(cfg: Config, dyn, points: dict, times: tuple) -> tuple[dict, dict]:
         # now 1.02x (docs/benchmarks.md, "the (a)/(a2) gap closed").
         mapped = (points, field.initial(points))
         run = lambda p: solve_block(field, cfg.plan, *p, t0, t1, ts, cfg.dt0)  # noqa: E731
-    if cfg.plan.reverse and count * _checkpoint_bytes(cfg, size) > REMAT_BYTES:
+    if isinstance(cfg.plan, Plan) and cfg.plan.discrete:
+        spec = Spec(cfg, cfg.plan.discrete)
+        run = lambda p: discrete_block(spec, dyn, *p, times)  # noqa: E731
+        if count * discrete_bytes(spec, size) > REMAT_BYTES:
+            run = jax.checkpoint(run)
+    elif cfg.plan.reverse and count * _checkpoint_bytes(cfg, size) > REMAT_BYTES:
         # The backward pass recomputes one block at a time (one more forward solve): the
         # memory is then one block's checkpoints, not every block's.
         run = jax.checkpoint(run)
