@@ -86,13 +86,18 @@ def _same(path: Path, other) -> bool:
         return False
 
 
-def save_checkpoint(path: Path, header: dict, history: np.ndarray, carry: PyTree) -> None:
+def save_checkpoint(
+    path: Path, header: dict, history: np.ndarray, carry: PyTree, state: dict | None = None
+) -> None:
     """Write `header` (JSON-ready: the fit's identity), `history` (`(steps, ..., 3)`) and
     the loop state `carry` to `path` atomically (temp file, fsync, rename), with the
-    SHA-256 checksum of the header and payload."""
+    SHA-256 checksum of the header and payload. `state`: JSON-ready host-side state
+    (a monitor's record), kept beside the header but not part of the fit's identity."""
     history = np.ascontiguousarray(history)
     body = io.BytesIO()
     layout = {"history_shape": list(history.shape), "history_dtype": history.dtype.str}
+    if state is not None:
+        layout["state"] = state
     body.write(json.dumps({**header, **layout}).encode() + b"\n")
     eqx.tree_serialise_leaves(body, (history, carry))
     payload = body.getvalue()
@@ -104,8 +109,9 @@ def save_checkpoint(path: Path, header: dict, history: np.ndarray, carry: PyTree
     atomic_write_stream(path, write)
 
 
-def load_checkpoint(path: Path, header: dict, like: PyTree) -> tuple[np.ndarray, PyTree]:
-    """History and loop state (shaped like `like`) from `path`.
+def load_checkpoint(path: Path, header: dict, like: PyTree, *, with_state: bool = False):
+    """History and loop state (shaped like `like`) from `path`; with `with_state`, also
+    the host-side `state` saved with them (`None` if none was).
 
     **Raises:** `ValueError` naming `path` if it is damaged (its checksum does not match),
     belongs to a different fit (another `header`), was written by another difsim (another
@@ -146,7 +152,7 @@ def load_checkpoint(path: Path, header: dict, like: PyTree) -> tuple[np.ndarray,
             f"checkpoint {str(path)!r} does not hold this fit's loop state ({e}); delete "
             "it or use another path"
         ) from None
-    return history, carry
+    return (history, carry, saved.get("state")) if with_state else (history, carry)
 
 
 def _check_header(path: Path, saved, header: dict) -> None:

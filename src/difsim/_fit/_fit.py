@@ -150,7 +150,8 @@ def fit(
       `patience`: stop after that many evaluations without a lower validation loss.
       `seed`: of the minibatches and of a fractional validation split.
     - `checkpoint`: a file to save the optimisation state in after every block of steps;
-      if it exists, the fit resumes from it.
+      if it exists, the fit resumes from it (with `validation` or `batch_size`, the record
+      of evaluations too: a resumed fit ends bit for bit as an uninterrupted one).
     - `progress`: `None` (default) or `True` show progress: a bar on a terminal, log lines
       every 10 s elsewhere (steps, loss, time left); `False`: none.
     - `max_failures`: consecutive rejected steps (non-finite loss, failed solves) before
@@ -180,11 +181,6 @@ def fit(
         atol=atol, max_steps=max_steps, root_tol=root_tol, experiment=experiment,
         batch_size=batch_size, validation=validation, patience=patience, seed=seed,
     )  # fmt: skip
-    if setup.monitor is not None and checkpoint is not None:
-        raise ValueError(
-            "checkpoint cannot resume a fit with validation or minibatches yet (the record of "
-            "evaluations is not saved): leave out checkpoint, or validation and batch_size"
-        )
     carry, history = run(
         setup.driver,
         setup.problem,

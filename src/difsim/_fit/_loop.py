@@ -149,8 +149,10 @@ def run(
         n=int(problem.data.times.shape[0]),
         problem=problem_identity(problem),
     )
+    if monitor is not None:  # its record is saved too, so a resumed fit picks the same
+        header["monitor"] = monitor.kind
     if path is not None and path.exists():
-        history, carry = load_checkpoint(path, header, carry)
+        history, carry = _resume(path, header, carry, monitor)
     initial = min(history.shape[0], steps)
     task = progress_display(steps, what=f"fit ({driver.name})", one="step", many="steps",
                             show=progress, initial=initial, upper_bound=True)  # fmt: skip
@@ -161,6 +163,30 @@ def run(
             carry = _monitored(carry, monitor, problem)
         _finish(task, carry, history)
     return carry, history
+
+
+def _resume(path: Path, header: dict, carry: Carry, monitor):
+    """History and carry from the checkpoint at `path` (and the monitor's record)."""
+    if monitor is None:
+        return load_checkpoint(path, header, carry)
+    like = (carry, jnp.zeros_like(carry.u))
+    history, (carry, best), state = load_checkpoint(path, header, like, with_state=True)
+    if state is None:
+        raise ValueError(
+            f"checkpoint {str(path)!r} holds no {monitor.kind} record; delete it or use "
+            "another path"
+        )
+    monitor.restore(state, best)
+    return history, carry
+
+
+def _save(path: Path, header: dict, history, carry: Carry, monitor) -> None:
+    if monitor is None:
+        save_checkpoint(path, header, history, carry)
+        return
+    record, best = monitor.state(carry.u)
+    best = jnp.asarray(best, carry.u.dtype)
+    save_checkpoint(path, header, history, (carry, best), state=record)
 
 
 def _monitored(carry: Carry, monitor, problem: AbstractProblem) -> Carry:
@@ -183,7 +209,8 @@ def _blocks(driver, problem, carry, history, steps, max_failures, path, header, 
     target = jnp.asarray(steps)
     max_failures = jnp.asarray(max_failures)  # traced: any value reuses the compiled block
     done_steps = history.shape[0]
-    while done_steps < steps and not bool(np.all(np.asarray(carry.done))):
+    stopped = monitor is not None and monitor.stopped  # resumed after an early stop
+    while done_steps < steps and not stopped and not bool(np.all(np.asarray(carry.done))):
         carry, records = block(driver, problem, carry, target, max_failures, BLOCK)
         records = np.asarray(records)
         if batched:
@@ -193,11 +220,13 @@ def _blocks(driver, problem, carry, history, steps, max_failures, path, header, 
         taken = int(np.sum(ran))
         history = np.concatenate([history, records[:taken]])
         done_steps += taken
+        # Evaluated before the save: a fit killed after it resumes with this evaluation.
+        stopped = monitor is not None and taken and monitor.observe(done_steps, carry.u)
         if path is not None:
-            save_checkpoint(path, header, history, carry)
+            _save(path, header, history, carry, monitor)
         if taken:
             _show(task, history, batched)
-        if monitor is not None and taken and monitor.observe(done_steps, carry.u):
+        if stopped:
             break
         if taken < BLOCK:
             break  # the step budget is reached, or every start has finished

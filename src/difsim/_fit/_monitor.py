@@ -40,6 +40,23 @@ class Monitor:
         self.stopped = self.patience is not None and self.waited >= self.patience
         return self.stopped
 
+    def state(self, like) -> tuple[dict, np.ndarray]:
+        """What a checkpoint keeps of the monitor: its record (JSON-ready; Python floats
+        round-trip exactly) and the best iterate (`like`'s zeros before any)."""
+        best = np.zeros_like(np.asarray(like)) if self.best_u is None else self.best_u
+        record = dict(kind=self.kind, records=[[s, v] for s, v in self.records],
+                      best_loss=self.best_loss if np.isfinite(self.best_loss) else None,
+                      has_best=self.best_u is not None, waited=self.waited,
+                      stopped=self.stopped)  # fmt: skip
+        return record, best
+
+    def restore(self, record: dict, best_u) -> None:
+        """The monitor as a checkpoint's `state(...)` saved it."""
+        self.records = [(int(s), float(v)) for s, v in record["records"]]
+        self.best_u = np.asarray(best_u) if record["has_best"] else None
+        self.best_loss = np.inf if record["best_loss"] is None else float(record["best_loss"])
+        self.waited, self.stopped = int(record["waited"]), bool(record["stopped"])
+
     @property
     def history(self) -> np.ndarray:
         """`(evaluations, 2)`: the step count and the loss of each evaluation."""
