@@ -78,7 +78,8 @@ class FitResult(eqx.Module):
       length in standard errors (NaN where undefined).
     - `monitor_history`: a fit to experiments with `validation` (or minibatches):
       `(evaluations, 2)`, the step count and the `monitor_kind` (`"validation"` or
-      `"training"`) loss after each block of steps; `None` otherwise.
+      `"training"`) loss after each block of steps; `None` otherwise. `curriculum`: with
+      one, `(stages, 2)`: each stage's first step and horizon (`None` without).
     - `notes`: warnings on the result (also issued as [`FitWarning`][]): relative standard
       errors above 100 %, a near-singular Gauss–Newton Hessian, a fit that explains less
       than half of the data's variation.
@@ -110,6 +111,7 @@ class FitResult(eqx.Module):
     notes: tuple[str, ...]
     monitor_history: np.ndarray | None = None
     monitor_kind: str | None = None
+    curriculum: np.ndarray | None = None
 
     @property
     def ok(self) -> bool:
@@ -117,10 +119,7 @@ class FitResult(eqx.Module):
         convergence test); `False` for a stalled, failed or diverged one."""
         return self.status.ok
 
-    @property
-    def data(self):
-        """The observations used (a `FitData`)."""
-        return self.problem.data
+    data = property(lambda self: self.problem.data, doc="The observations used (a `FitData`).")
 
     def predict(self, coords=None) -> np.ndarray:
         """Fitted observed quantities `(len(coords), k)` at `coords` (default: the data's)."""
@@ -260,10 +259,10 @@ def make_result(
     loss = float(pick(carry.best_loss))
     u = jnp.asarray(pick(carry.best_u) if np.isfinite(loss) else pick(carry.u))
     names = tuple(transforms)
-    estimate = _estimate(problem, u, loss)
+    modules = any(isinstance(resolve(problem.model, n), eqx.Module) for n in names)
+    estimate = _estimate(problem, u, loss, jacobian=not modules)
     q = problem.num_free()
     cov = estimate.covariance[:q, :q]
-    modules = any(isinstance(resolve(problem.model, n), eqx.Module) for n in names)
     if modules:  # an over-parametrised network: JᵀJ is singular, no error is meaningful
         cov = np.full_like(cov, np.nan)
     stderr = np.sqrt(np.where(np.diag(cov) >= 0, np.diag(cov), np.nan))
@@ -344,12 +343,19 @@ def _by_variable(problem: AbstractProblem, u, stderr: np.ndarray):
     return values, errors
 
 
-def _estimate(problem: AbstractProblem, u, loss: float) -> Estimate:
-    """The covariance and final-point numbers at `u` (NaN where the loss is not finite)."""
-    if not np.isfinite(loss) or u.shape[0] > COVARIANCE_LIMIT:
-        p, nan = u.shape[0], float("nan")
-        full = np.full((p, p), nan)
+def _estimate(problem: AbstractProblem, u, loss: float, jacobian: bool = True) -> Estimate:
+    """The covariance and final-point numbers at `u` (NaN where the loss is not finite);
+    without `jacobian` (a free network, whose covariance is not meaningful) only the
+    residual variance, from the loss: the Jacobian would cost a solve per weight."""
+    p, nan = u.shape[0], float("nan")
+    full = np.full((p, p), nan)
+    if not np.isfinite(loss) or p > COVARIANCE_LIMIT:
         return Estimate(full, np.zeros(0), nan, 0, full, nan, nan)
+    if not jacobian:
+        extra = problem.num_residuals() - problem.data.mask.size  # (as Gauss–Newton's)
+        dof = problem.data.num_observations + extra - p
+        sigma2 = 2.0 * loss / dof if dof > 0 else nan
+        return Estimate(full, np.zeros(0), sigma2, dof, full, nan, nan)
     # A problem may estimate its own (a likelihood's Hessian, a GMM's weighting).
     own = getattr(problem, "covariance", None)
     return own(u) if own else gauss_newton_estimate(problem, u)
