@@ -183,7 +183,7 @@ class FitSpec:
         "data", "time", "t0", "control", "noise", "optimizer", "steps", "learning_rate", "clip",
         "tol", "adjoint", "multiple_shooting", "shooting_penalty", "multistart", "seed",
         "multistart_scale", "checkpoint", "max_failures", "experiment", "batch_size",
-        "validation", "patience",
+        "validation", "patience", "curriculum",
     )  # fmt: skip
 
     data: str
@@ -214,6 +214,7 @@ class FitSpec:
     batch_size: int | None = None
     validation: float | list | None = None
     patience: int | None = None
+    curriculum: int | list | None = None  # growing horizons: a count of stages, or them
     shooting: MultipleShooting | None = dataclasses.field(
         default=None, compare=False, repr=False, kw_only=True
     )
@@ -247,6 +248,8 @@ class FitSpec:
             ),
             patience=self.patience,
             seed=0 if self.seed is None else int(self.seed),
+            curriculum=list(self.curriculum) if isinstance(self.curriculum, list | tuple)
+            else self.curriculum,
         )  # fmt: skip
         if self.shooting is not None:
             out["multiple_shooting"] = self.shooting

@@ -52,6 +52,13 @@ from difsim._fit import (
     read_data,
 )
 
+CURRICULUM = Kind(
+    "a number of stages (integer >= 1) or a list of increasing horizons",
+    lambda v: (
+        (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+        or (isinstance(v, list) and bool(v) and all(is_number(x) for x in v))
+    ),
+)
 VALIDATION = Kind(
     "a fraction in (0, 1) or a list of experiment labels",
     lambda v: (
@@ -148,6 +155,12 @@ def _check_settings(values: dict[str, Any], cls: str, params: list[str]) -> None
     _only_with(values, "patience", values["validation"] is not None, "validation")
     optax_names = ", ".join(OPTAX_OPTIMIZERS)
     _only_with(values, "clip", values["optimizer"] in OPTAX_OPTIMIZERS, f"optax ({optax_names})")
+    optax = values["optimizer"] in OPTAX_OPTIMIZERS
+    _only_with(values, "curriculum", optax and control is None,
+               f"an optax optimizer ({optax_names}) on a time-series fit")  # fmt: skip
+    stages = values["curriculum"]
+    if isinstance(stages, list) and any(b <= a for a, b in zip(stages, stages[1:])):
+        raise ConfigError(f"the horizons must increase, got {given(stages)}", "fit.curriculum")
 
 
 def _check_observe(observe: dict[str, Any], cls: str, states: list[str]) -> None:
@@ -354,6 +367,9 @@ FIT_SECTION = Section(
             VALIDATION, "held-out experiments: a fraction in (0, 1), or their labels", None
         ),
         "patience": Key(POSITIVE_INT, "evaluations without a lower validation loss", None),
+        "curriculum": Key(
+            CURRICULUM, "growing horizons: a number of stages, or the horizons", None
+        ),
         "max_failures": Key(POSITIVE_INT, "consecutive rejected steps before the fit stops", 20),
         "free": Key(TABLE, "[fit.free]: what to fit and its range", {}),
         "network": Key(

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from difsim._core import Layout, Model
+from difsim._fit._curriculum import Curriculum, staged_result, with_curriculum
 from difsim._fit._data import (
     coordinate_values,
     fit_data,
@@ -79,6 +80,7 @@ def fit(
     validation: float | Sequence | None = None,
     patience: int | None = None,
     seed: int = 0,
+    curriculum: int | Sequence[float] | None = None,
     checkpoint: str | os.PathLike | None = None,
     progress: bool | None = None,
     max_failures: int = 20,
@@ -149,6 +151,11 @@ def fit(
       held out; their loss after every block of 50 steps picks the result.
       `patience`: stop after that many evaluations without a lower validation loss.
       `seed`: of the minibatches and of a fractional validation split.
+    - `curriculum`: growing horizons (optax optimizers): a number of stages (horizons
+      evenly from `t0` to the last data time) or the horizons, increasing (the last data
+      time appended if they end before it). Each stage fits the data up to its horizon
+      for `steps // stages` steps (the last stage the rest); the result is the best
+      iterate of the last stage. `FitResult.curriculum` records the stages.
     - `checkpoint`: a file to save the optimisation state in after every block of steps;
       if it exists, the fit resumes from it (with `validation` or `batch_size`, the record
       of evaluations too: a resumed fit ends bit for bit as an uninterrupted one).
@@ -180,6 +187,7 @@ def fit(
         multiple_shooting=multiple_shooting, multistart=multistart, solver=solver, rtol=rtol,
         atol=atol, max_steps=max_steps, root_tol=root_tol, experiment=experiment,
         batch_size=batch_size, validation=validation, patience=patience, seed=seed,
+        curriculum=curriculum,
     )  # fmt: skip
     carry, history = run(
         setup.driver,
@@ -194,6 +202,8 @@ def fit(
     batched = setup.u0.ndim == 2
     result = make_result(setup.problem.full(), setup.driver, carry, history, setup.transforms,
                          batched, setup.monitor)  # fmt: skip
+    if isinstance(setup.problem, Curriculum):
+        result = staged_result(result, setup.problem.stages())
     for note in result.notes:
         warnings.warn(f"fit({type(model).__name__}): {note}", FitWarning, stacklevel=2)
     return result
@@ -217,7 +227,7 @@ def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian"
                 clip=None, tol=1e-8, adjoint=None, time=None, t0=None, control=None,
                 multiple_shooting=None, multistart=None, solver=None, rtol=1e-6, atol=1e-6,
                 max_steps=4096, root_tol=None, experiment=None, batch_size=None,
-                validation=None, patience=None, seed=0) -> FitSetup:  # fmt: skip
+                validation=None, patience=None, seed=0, curriculum=None) -> FitSetup:  # fmt: skip
     """Everything [`fit`][] does before optimising, checked (same arguments); also what
     `experiments/benchmarks/bench_fit_robustness.py` hands scipy's optimizers."""
     if not isinstance(model, Model):
@@ -276,6 +286,7 @@ def prepare_fit(model: Model, data: Any, free, *, observe=None, noise="gaussian"
     u0 = [np.asarray(t.inverse(x)) for t, x in zip(problem.all_transforms(), x_all)]
     u0 = jnp.asarray(np.concatenate(u0), dtype)
     _check_initial(problem, u0, model)
+    problem = with_curriculum(problem, curriculum, steps, driver, t0)
     if starts is not None:
         u0 = perturbed_starts(u0, *starts)
     return FitSetup(problem, driver, steps, u0, transforms, monitor)

@@ -21,6 +21,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from difsim._core import Model
 from difsim._fit._checkpoint import load_checkpoint, save_checkpoint
+from difsim._fit._curriculum import Curriculum
 from difsim._fit._drivers import AbstractDriver
 from difsim._fit._problem import AbstractProblem
 from difsim._io import Progress, code_text, progress as progress_display
@@ -73,6 +74,8 @@ def _advance(driver: AbstractDriver, problem, c: Carry, max_failures):
         valid = ok = jnp.isfinite(s.loss) & jnp.isfinite(s.grad_norm)
     fails = jnp.where(ok, 0, c.fails + 1).astype(c.fails.dtype)
     better = valid & (s.loss < c.best_loss)
+    if isinstance(problem, Curriculum):  # an earlier stage's loss is of fewer data
+        better = better & problem.final_stage(c.step)
     diverged = fails >= max_failures
     ends = (failed, s.converged, diverged)
     outcomes = (Status.OPTIMIZER_FAILED, Status.CONVERGED, Status.DIVERGED)
@@ -149,8 +152,11 @@ def run(
         n=int(problem.data.times.shape[0]),
         problem=problem_identity(problem),
     )
+    if isinstance(problem, Curriculum):  # the stages are the fit's own
+        header["curriculum"] = problem.stages().tolist()
     if monitor is not None:  # its record is saved too, so a resumed fit picks the same
         header["monitor"] = monitor.kind
+    header["problem"] = header.pop("problem")  # checked last: the settings' errors say more
     if path is not None and path.exists():
         history, carry = _resume(path, header, carry, monitor)
     initial = min(history.shape[0], steps)
@@ -159,6 +165,8 @@ def run(
     with task:
         carry, history = _blocks(driver, problem, carry, history, steps, max_failures, path,
                                  header, task, monitor)  # fmt: skip
+        if isinstance(problem, Curriculum):
+            carry = _unstaged(carry, problem, batched)
         if monitor is not None:
             carry = _monitored(carry, monitor, problem)
         _finish(task, carry, history)
@@ -187,6 +195,19 @@ def _save(path: Path, header: dict, history, carry: Carry, monitor) -> None:
     record, best = monitor.state(carry.u)
     best = jnp.asarray(best, carry.u.dtype)
     save_checkpoint(path, header, history, (carry, best), state=record)
+
+
+def _unstaged(carry: Carry, problem: Curriculum, batched: bool) -> Carry:
+    """A curriculum that ended before its last stage (stopped early, diverged): the
+    last good iterate as the result, with its loss on all the data."""
+    loss = jax.vmap(problem.full().loss) if batched else problem.full().loss
+    missing = ~jnp.isfinite(carry.best_loss)
+    if not bool(np.any(np.asarray(missing))):
+        return carry
+    fill = jnp.asarray(loss(carry.good_u), carry.best_loss.dtype)
+    best_u = jnp.where(missing[..., None], carry.good_u, carry.best_u)
+    best_loss = jnp.where(missing, fill, carry.best_loss)
+    return eqx.tree_at(lambda c: (c.best_u, c.best_loss), carry, (best_u, best_loss))
 
 
 def _monitored(carry: Carry, monitor, problem: AbstractProblem) -> Carry:

@@ -51,28 +51,7 @@ def fit_dataset(
     term_coords, terms = learned_terms(result, dense, references)
     coords.update(term_coords)
     data_vars.update(terms)
-    steps = np.arange(len(result.loss_history))
-    coords["step"] = ("step", steps, dict(long_name="optimizer step", units="1"))
-    loss = dict(long_name="loss: half the sum of squared weighted residuals", units="1")
-    data_vars["loss_history"] = (("step",), result.loss_history, loss)
-    grad = dict(long_name="norm of the loss gradient (unconstrained variables)", units="1")
-    data_vars["grad_norm_history"] = (("step",), result.grad_norm_history, grad)
-    if result.monitor_history is not None:
-        kind, hist = result.monitor_kind, result.monitor_history
-        coords["evaluation"] = (
-            "evaluation",
-            hist[:, 0].astype(int),
-            dict(long_name="optimizer steps before the evaluation", units="1"),
-        )
-        data_vars[f"{kind}_loss"] = (
-            ("evaluation",),
-            hist[:, 1],
-            dict(long_name=f"{kind} loss after a block of steps", units="1"),
-        )
-    if result.start_losses is not None:
-        coords["start"] = ("start", np.arange(len(result.start_losses)), {"units": "1"})
-        start = dict(long_name="final loss of each start", units="1")
-        data_vars["start_loss"] = (("start",), result.start_losses, start)
+    _histories(result, coords, data_vars, coord_attrs)
     cls = type(model)
     attrs = cf_attrs(f"difsim.fit({cls.__name__})")
     attrs.update(
@@ -93,6 +72,40 @@ def fit_dataset(
     # The data's own description, kept beside ours (`source` is CF's "how it was made").
     attrs.update({f"data_{k}": v for k, v in meta.get("global", {}).items()})
     return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+
+
+def _histories(result, coords: dict, data_vars: dict, coord_attrs: dict) -> None:
+    """The loss and gradient-norm histories over `step`; the monitor's evaluations, the
+    curriculum's stages and the multistart's final losses, where the fit has them."""
+    steps = np.arange(len(result.loss_history))
+    coords["step"] = ("step", steps, dict(long_name="optimizer step", units="1"))
+    loss = dict(long_name="loss: half the sum of squared weighted residuals", units="1")
+    data_vars["loss_history"] = (("step",), result.loss_history, loss)
+    grad = dict(long_name="norm of the loss gradient (unconstrained variables)", units="1")
+    data_vars["grad_norm_history"] = (("step",), result.grad_norm_history, grad)
+    if result.monitor_history is not None:
+        kind, hist = result.monitor_kind, result.monitor_history
+        coords["evaluation"] = (
+            "evaluation",
+            hist[:, 0].astype(int),
+            dict(long_name="optimizer steps before the evaluation", units="1"),
+        )
+        data_vars[f"{kind}_loss"] = (
+            ("evaluation",),
+            hist[:, 1],
+            dict(long_name=f"{kind} loss after a block of steps", units="1"),
+        )
+    if result.curriculum is not None:  # its stages: where each starts, how far it fits
+        coords["stage"] = ("stage", np.arange(len(result.curriculum)), {"units": "1"})
+        start = dict(long_name="first optimizer step of the curriculum stage", units="1")
+        data_vars["curriculum_start_step"] = (("stage",), result.curriculum[:, 0].astype(int),
+                                              start)  # fmt: skip
+        horizon = {**coord_attrs, "long_name": "horizon of the stage: it fits the data up to it"}
+        data_vars["curriculum_horizon"] = (("stage",), result.curriculum[:, 1], horizon)
+    if result.start_losses is not None:
+        coords["start"] = ("start", np.arange(len(result.start_losses)), {"units": "1"})
+        start = dict(long_name="final loss of each start", units="1")
+        data_vars["start_loss"] = (("start",), result.start_losses, start)
 
 
 def _coord_units(problem, model) -> dict[str, Any]:

@@ -201,13 +201,8 @@ class FitResult(eqx.Module):
             notes=list(self.notes),
         )
 
-    def save(
-        self,
-        path: str | os.PathLike,
-        *,
-        overwrite: bool = False,
-        attrs: dict[str, Any] | None = None,
-    ) -> Path:
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False,
+             attrs: dict[str, Any] | None = None) -> Path:  # fmt: skip
         """Write the result to `path`: netCDF (`.nc`, see [`to_xarray`][]) or JSON
         (`.json`, see `to_dict`). Written to a temporary file first, then renamed.
 
@@ -232,9 +227,8 @@ class FitResult(eqx.Module):
         return atomic_write_text(path, json.dumps(_finite_json(summary), indent=2))
 
     def plot(self, path: str | os.PathLike | None = None, *, points: int = 201, references=None):
-        """Data with the fitted curve and its 95 % prediction band, residuals, the
-        estimates ± standard errors, and the loss history (see [`plot`][difsim.plot]).
-        Saved as PNG when `path` is given.
+        """Data with the fitted curve and its 95 % prediction band, residuals, the estimates
+        ± standard errors, the loss history and learned terms (see [`plot`][difsim.plot]).
 
         **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
         """

@@ -75,6 +75,13 @@ def plot_fit(dataset: xr.Dataset, path: str | Path | None = None):
     loss_ax.set_xlabel("optimizer step [1]")
     loss_ax.set_ylabel("loss [1]")
     loss_ax.set_title("loss history", fontsize=9)
+    if "curriculum_start_step" in dataset:  # each later stage fits more of the data
+        for step, h in zip(dataset["curriculum_start_step"].values[1:],
+                           dataset["curriculum_horizon"].values[1:]):  # fmt: skip
+            loss_ax.axvline(step, color="0.5", lw=0.8, ls=":")
+            loss_ax.text(step, 1.0, f" to {h:g}", transform=loss_ax.get_xaxis_transform(),
+                         va="top", fontsize=7, color="0.4")  # fmt: skip
+        loss_ax.set_title("loss history (of each curriculum stage's data)", fontsize=9)
     for i, field in enumerate(terms):
         draw_learned(dataset, field, fig.add_subplot(right[2 + i, 0]))
     title = f"{dataset.attrs.get('model', '')} fit ({dataset.attrs.get('optimizer', '')}): "
