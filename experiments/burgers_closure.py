@@ -260,8 +260,8 @@ def main(n_train: int = 32, n_test: int = 16, steps: int = 600, batch_size: int 
 
 
 def figure(plain, closed, fields, truth, path, case: int = 0):
-    """Profiles of one held-out field (filtered truth, coarse, closed) at three times, and
-    the RMS error over time of all held-out fields."""
+    """One held-out field at t = 1 (filtered truth, coarse, closed), the two models' errors
+    along x at t = 0.5 and 1, and the RMS error over time of all held-out fields."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -270,15 +270,20 @@ def figure(plain, closed, fields, truth, path, case: int = 0):
     times = jnp.asarray(TIMES)
     coarse, fixed = (np.asarray(trajectories(m, fields, times)) for m in (plain, closed))
     x = np.asarray(ds.Grid.periodic(COARSE, L).x)
+    at = {t: int(np.argmin(np.abs(TIMES - t))) for t in (0.5, 1.0)}
     fig, axes = plt.subplots(1, 4, figsize=(15, 3.4), constrained_layout=True)
-    for ax, t in zip(axes[:3], (0.5, 1.0, 2.0), strict=True):
-        i = int(np.argmin(np.abs(TIMES - t)))
-        ax.plot(x, truth[case, i], "k-", lw=2.5, alpha=0.4, label="fine, cell averages")
-        ax.plot(x, coarse[case, i], "C3.--", label="coarse (32 cells)")
-        ax.plot(x, fixed[case, i], "C0.-", lw=1, label="coarse + learned closure")
-        ax.set(title=f"held-out field {case}, t = {TIMES[i]:g}", xlabel="x")
-    axes[0].set_ylabel("u")
+    i = at[1.0]
+    axes[0].plot(x, truth[case, i], "k-", lw=3, alpha=0.35, label="fine, cell averages")
+    axes[0].plot(x, coarse[case, i], "C3.--", label=f"coarse ({COARSE} cells)")
+    axes[0].plot(x, fixed[case, i], "C0.-", lw=1, label="coarse + learned closure")
+    axes[0].set(title=f"held-out field {case}, t = 1", xlabel="x", ylabel="u")
     axes[0].legend(fontsize=8)
+    for ax, (t, i) in zip(axes[1:3], at.items(), strict=True):
+        ax.axhline(0.0, color="k", lw=0.5)
+        ax.plot(x, coarse[case, i] - truth[case, i], "C3.--", label="coarse")
+        ax.plot(x, fixed[case, i] - truth[case, i], "C0.-", label="closed")
+        ax.set(title=f"error against the fine solution, t = {t:g}", xlabel="x")
+        ax.legend(fontsize=8)
     for label, u, style in (("coarse", coarse, "C3--"), ("closed", fixed, "C0-")):
         axes[3].plot(TIMES, np.sqrt(np.mean((u - truth) ** 2, axis=(0, 2))), style, label=label)
     axes[3].set(title=f"RMS error, {truth.shape[0]} held-out fields", xlabel="t",
