@@ -134,3 +134,34 @@ def test_reference_file_is_relative_to_the_config(tmp_path):
     config.write_text(text.replace('"truth.py:', '"../truth.py:'))
     spec = load_config(config).fit.network["friction"]
     assert spec["reference"] == f"{tmp_path / 'truth.py'}:friction"
+
+
+def test_network_of_two_inputs_is_evaluated_where_the_trajectory_goes():
+    from .helpers import UDE
+
+    model = UDE()
+    w = [(np.asarray(layer.weight), np.asarray(layer.bias)) for layer in model.net.layers]
+
+    def net(x):  # the 2-5-5-2 tanh network in NumPy, one row per input
+        for i, (a, b) in enumerate(w):
+            x = x @ a.T + b
+            x = np.tanh(x) if i < len(w) - 1 else x
+        return x
+
+    def rhs(t, y):
+        nn = net(y[None])[0]
+        return [1.3 * y[0] + nn[0], -1.8 * y[1] + nn[1]]
+
+    times = np.linspace(0.0, 2.0, 9)
+    y0 = [0.44249296, 4.6280594]
+    sol = solve_ivp(rhs, (0.0, 2.0), y0, rtol=1e-12, atol=1e-12, dense_output=True)
+    data = xr.Dataset({n: ("time", sol.sol(times)[i]) for i, n in enumerate("uv")},
+                      coords={"time": times})  # fmt: skip
+    result = ds.fit(model, data, {"net": "identity"}, optimizer="adam", steps=0,
+                    rtol=1e-10, atol=1e-10, progress=False)  # fmt: skip
+    out = result.to_xarray(points=21, references={"net": lambda x: -x})
+    inputs = out["net_inputs"].values  # (samples, 2): (u, v) at the curve's times
+    np.testing.assert_allclose(out["net_time"].values, out["time_curve"].values)
+    np.testing.assert_allclose(inputs, sol.sol(out["time_curve"].values).T, rtol=1e-8)
+    np.testing.assert_allclose(out["learned_net"].values, net(inputs), rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(out["reference_net"].values, -inputs)
