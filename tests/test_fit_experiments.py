@@ -136,9 +136,10 @@ def test_config_fits_experiments(tmp_path):
         "solver": {"rtol": 1e-8, "atol": 1e-8, "dtype": "float64"},
         "fit": {"data": str(tmp_path / "runs.nc"), "free": {"k": "positive"},
                 "validation": ["run10", "run11"]},
-        "output": {"path": str(tmp_path / "fit.nc")},
+        "output": {"path": str(tmp_path / "fit.nc"), "plot": False},  # no figure: its time
     }  # fmt: skip
     out = ds.run_config(config)  # the trust region converges within the first block
     assert out.attrs["status"] == "converged" and out["u_fit"].dims == ("experiment", "time")
     assert out["validation_loss"].shape == (1,) and out.sizes["experiment"] == 10
     assert abs(float(out["value"].sel(parameter="k")) - K) < 5e-3  # noise 0.01
+    assert (tmp_path / "fit.nc").is_file() and not (tmp_path / "fit.png").exists()
