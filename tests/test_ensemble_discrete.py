@@ -37,10 +37,11 @@ def _loss(c, k, adjoint):
 _value_and_grads = jax.jit(jax.value_and_grad(_loss, argnums=(0, 1)), static_argnums=2)
 
 
-@pytest.mark.parametrize("segment", [None, 7])
+@pytest.mark.parametrize("segment", [None, 4])
 def test_gradient_with_saves_matches_forward_mode_differences_and_diffrax(segment):
-    # segment=7: the solve's ~150 iterations are cut into 7-iteration segments, each but
-    # the last recomputed from its checkpoint on the backward pass.
+    # segment=4: the solve's ~150 iterations fill 4 checkpoint slots many times over
+    # (the stride between checkpoints doubles to 64); every 4-iteration chunk but the last
+    # is recomputed on the backward pass.
     adjoint = DiscreteAdjoint(segment=segment)
     discrete = _value_and_grads(0.3, K, adjoint)[1]
     forward = _value_and_grads(0.3, K, "forward")[1]
@@ -98,8 +99,9 @@ def test_stiff_robertson_with_rodas5p():
     value_and_grad = jax.jit(jax.value_and_grad(loss), static_argnums=1)
     k3 = 1e4
     # Fewer iterations than a segment: nothing recomputed, the derivative of the forward
-    # pass's own steps (recomputed iterations may round differently: see _discrete.py).
-    g = value_and_grad(k3, DiscreteAdjoint())[1]
+    # pass's own steps. (Recomputed, Rodas5P's iterations round differently in the last
+    # bits, and the steps then differ slightly: 2e-8 relative here, see _discrete.py.)
+    g = value_and_grad(k3, DiscreteAdjoint(segment=256))[1]
     np.testing.assert_allclose(g, value_and_grad(k3, "forward")[1], rtol=1e-9)
     eps = 1.0
     fd = (value_and_grad(k3 + eps, "forward")[0] - value_and_grad(k3 - eps, "forward")[0]) / (

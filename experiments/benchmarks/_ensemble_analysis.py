@@ -33,7 +33,7 @@ from difsim._ensemble._control import Controller, next_interval, scaled_error
 from difsim._ensemble._field import BatchField, BlockRHS
 
 # ------------------------------------------------------------------ gradients
-ADJOINTS = ("forward", "checkpoint", "auto")
+ADJOINTS = ("forward", "checkpoint", "discrete", "auto")
 
 
 def _lorenz_args(t, y, args):
@@ -150,7 +150,7 @@ def crossover_cases(counts: list[int], n: int, n_l96: int) -> list[dict]:
     """Gradients of `sum(final state²)` with respect to `P` shared parameters for each `P`
     in `counts`, forward mode against reverse mode (where `auto` should switch): each case
     `{name, scalars, n, args, fns}` with jitted `fns` — the forward loss and the gradient
-    with `adjoint="forward"` and `"checkpoint"`."""
+    with `adjoint="forward"`, `"checkpoint"` and `"discrete"`."""
     rhos = jnp.asarray(LORENZ.values(n))
     cs = jnp.linspace(0.8, 1.2, n_l96, dtype=jnp.float32)
     # (name, model of P parameters, swept key, values, parameters' value, most parameters)
@@ -166,7 +166,7 @@ def crossover_cases(counts: list[int], n: int, n_l96: int) -> list[dict]:
                 return _engine_loss(make(p), key, values, adjoint)
 
             fns = {"forward": jax.jit(lambda p, f=loss: f(p, "auto"))}
-            for adjoint in ("forward", "checkpoint"):
+            for adjoint in ("forward", "checkpoint", "discrete"):
                 fns[f"grad {adjoint}"] = jax.jit(jax.grad(lambda p, a=adjoint, f=loss: f(p, a)))
             args = (jnp.full((count,), start, jnp.float32),)
             cases.append(dict(name=name, scalars=count, n=len(values), args=args, fns=fns))

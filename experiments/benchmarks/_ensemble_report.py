@@ -93,16 +93,20 @@ def _blocks(blocks: list[dict], markdown: bool) -> str:
 
 
 def _crossover(rows: list[dict], markdown: bool) -> str:
-    head = ["model (N)", "P", "forward solve", "gradient, forward mode", "gradient, reverse mode",
+    head = ["model (N)", "P", "forward solve", "gradient, forward mode",
+            "gradient, reverse mode (checkpointed loops)", "gradient, discrete adjoint",
             "cheaper", "auto takes"]  # fmt: skip
     out = []
     for r in rows:
         cpu, fwd = r["cpu"], r["cpu"]["forward"]["median"]
         f, b = cpu["grad forward"]["median"], cpu["grad checkpoint"]["median"]
-        auto = "reverse" if AutoAdjoint().reverse(r["scalars"]) else "forward"
+        d = cpu.get("grad discrete", {}).get("median", float("inf"))
+        auto = "discrete" if AutoAdjoint().reverse(r["scalars"]) else "forward"
+        cheaper = min((f, "forward"), (b, "checkpoint"), (d, "discrete"))[1]
         out.append([f"{r['name']} ({r['n']:,})", str(r["scalars"]), seconds(fwd),
                     f"{seconds(f)} ({f / fwd:.1f}x)", f"{seconds(b)} ({b / fwd:.1f}x)",
-                    "forward" if f <= b else "reverse", auto])  # fmt: skip
+                    f"{seconds(d)} ({d / fwd:.1f}x)" if d < float("inf") else "n/a",
+                    cheaper, auto])  # fmt: skip
     return (
         "Forward against reverse mode by the number P of differentiated scalars (gradients "
         "of sum(final state²), CPU medians; x: over the forward solve; `auto` should take "
@@ -112,7 +116,8 @@ def _crossover(rows: list[dict], markdown: bool) -> str:
 
 def _grad(cases: list[dict], markdown: bool) -> str:
     head = ["case (differentiated scalars, N)", "engine forward", "forward, states returned",
-            "grad forward mode", "grad checkpoint (reverse)", "grad auto (default)",
+            "grad forward mode", "grad checkpoint (reverse)", "grad discrete (reverse)",
+            "grad auto (default)",
             "grad auto / forward, states", "diffrax forward", "diffrax grad",
             "agreement (max rel. difference)"]  # fmt: skip
     rows = []
@@ -130,7 +135,8 @@ def _grad(cases: list[dict], markdown: bool) -> str:
         states = cpu.get("forward, states", {}).get("median")
         rows.append([f"{c['name']} ({c['scalars']}, {c['n']:,})", seconds(fwd),
                      seconds(states) if states else "n/a",
-                     cell("grad forward"), cell("grad checkpoint"), cell("grad auto"),
+                     cell("grad forward"), cell("grad checkpoint"), cell("grad discrete"),
+                     cell("grad auto"),
                      f"{cpu['grad auto']['median'] / states:.2f}x" if states else "n/a",
                      seconds(dfx) if dfx else "n/a",
                      cell("diffrax grad", dfx) if dfx else "n/a", agree])  # fmt: skip

@@ -190,7 +190,8 @@ STORED, SCAN = "diffrax grad, checkpoints = steps", "scan grad"
 
 def gradient_table(rows: list[dict], markdown: bool) -> str:
     head = ["P", "problem", "steps difsim / diffrax", "difsim loss", "difsim grad",
-            "difsim grad / loss", "diffrax loss", "diffrax grad", "diffrax grad / loss",
+            "difsim grad / loss", "difsim, checkpointed loops: grad / loss", "diffrax loss",
+            "diffrax grad", "diffrax grad / loss",
             "difsim grad / diffrax grad", "diffrax, checkpoints = steps: grad / loss",
             "scan floor: grad / loss", "XLA temp MiB, grad: difsim / diffrax / checkpoints "
             "= steps", "rel. diff loss, grad"]  # fmt: skip
@@ -200,7 +201,9 @@ def gradient_table(rows: list[dict], markdown: bool) -> str:
         body.append(
             [f"{r['P']:,}", r["name"], f"{s.get('difsim', '-')} / {s.get('diffrax', '-')}",
              _time(t, "difsim loss"), _time(t, "difsim grad"),
-             _ratio(t, "difsim grad", "difsim loss"), _time(t, "diffrax loss"),
+             _ratio(t, "difsim grad", "difsim loss"),
+             _ratio(t, gp.CHECKPOINTED, "difsim loss") if gp.CHECKPOINTED in t else "-",
+             _time(t, "diffrax loss"),
              _time(t, "diffrax grad"), _ratio(t, "diffrax grad", "diffrax loss"),
              _ratio(t, "difsim grad", "diffrax grad"),
              _ratio(t, STORED, "diffrax loss") if STORED in t else "-",

@@ -57,6 +57,13 @@ class AbstractEnsembleAdjoint(eqx.Module):
         return False
 
 
+def _check_segment(segment) -> None:
+    if segment is not None and (
+        isinstance(segment, bool) or not isinstance(segment, int) or segment < 2 or segment % 2
+    ):
+        raise ValueError(f"segment must be an even int >= 2 or None, got {segment!r}")
+
+
 def _check_checkpoints(checkpoints, name: str = "checkpoints") -> None:
     if checkpoints is not None and (
         isinstance(checkpoints, bool) or not isinstance(checkpoints, int) or checkpoints < 1
@@ -79,9 +86,9 @@ class DiscreteAdjoint(AbstractEnsembleAdjoint):
     backward pass pulls the cotangent back through each accepted step with `jax.vjp` of
     the method's step, and through the save times it wrote with its dense output,
     recomputing earlier iterations from checkpoints. Cost independent of the number of
-    differentiated scalars; memory `segment` iterations plus `max_steps / segment`
-    checkpoints of a block's lanes (default `segment` about `sqrt(max_steps)`: 128 for
-    16,384), whatever the number of steps taken. The derivative is that of the steps the
+    differentiated scalars; memory a ring of `segment` iterations and `segment`
+    checkpoints of a block's lanes (default 32), whatever the number of steps taken (the
+    checkpoints thin out as a solve goes on). The derivative is that of the steps the
     solve took, their sizes held fixed. ODEs only (a stochastic model goes through
     [`CheckpointAdjoint`][]'s path)."""
 
@@ -89,7 +96,7 @@ class DiscreteAdjoint(AbstractEnsembleAdjoint):
     segment: int | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
-        _check_checkpoints(self.segment, "segment")
+        _check_segment(self.segment)
 
     def reverse(self, count: int) -> bool:
         return True
@@ -141,7 +148,7 @@ class AutoAdjoint(AbstractEnsembleAdjoint):
 
     def __check_init__(self):
         _check_checkpoints(self.checkpoints)
-        _check_checkpoints(self.segment, "segment")
+        _check_segment(self.segment)
         if isinstance(self.max_forward, bool) or not isinstance(self.max_forward, int):
             raise ValueError(f"max_forward must be an int, got {self.max_forward!r}")
 

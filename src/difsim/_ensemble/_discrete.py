@@ -59,24 +59,26 @@ class Record(NamedTuple):
     accept: jax.Array
 
 
-def default_segment(max_steps: int) -> int:
-    """Iterations per segment: about `sqrt(max_steps)` (128 for 16,384), which makes the
-    ring and the checkpoints about the same size and their sum the smallest."""
-    return max(1, math.ceil(math.sqrt(max_steps)))
+# Iterations per chunk (the ring's length), and checkpoint slots, by default: up to
+# 32 × 32 = 1,024 iterations, each chunk but the last is recomputed once on the backward
+# pass (16 and 64 were 1.1x slower on Lorenz, 20 and 126 iterations).
+DEFAULT_SEGMENT = 32
 
 
-def _checkpoint_count(plan: Plan, segment: int) -> int:
-    return max(1, math.ceil(plan.max_steps / segment))
+def stride_cap(segment: int, max_steps: int) -> int:
+    """The longest stride between checkpoints a solve of `max_steps` iterations reaches:
+    `segment` doubled until `segment` slots of it cover `max_steps`."""
+    stride = segment
+    while segment * stride < max_steps:
+        stride *= 2
+    return stride
 
 
 def discrete_bytes(spec: "Spec", lanes: int) -> int:
     """Bytes of one block's ring and checkpoints (what its backward pass keeps)."""
     size = sum(math.prod(s) for s in spec.cfg.shapes)
     floats = (2 * size + 2) * spec.cfg.dtype.itemsize
-    rows = spec.segment * (floats + 1) + _checkpoint_count(spec.cfg.plan, spec.segment) * (
-        floats + 6 * 4
-    )
-    return rows * lanes
+    return spec.segment * (2 * floats + 1 + 6 * 4) * lanes
 
 
 def _strip(c: Carry) -> Carry:
@@ -89,43 +91,82 @@ def _stack(tree, count: int):
 
 
 def _put(buffer, index, tree):
-    return jax.tree.map(lambda b, x: b.at[index].set(x), buffer, tree)
+    """`buffer` with row `index` set to `tree` (an index out of bounds writes nothing)."""
+    return jax.tree.map(lambda b, x: b.at[index].set(x, mode="drop"), buffer, tree)
+
+
+def _row(buffer, index):
+    return jax.tree.map(lambda b: b[index], buffer)
 
 
 def _record(c: Carry, new: Carry) -> Record:
     return Record(c.tprev, c.tnext, c.y, c.f0, new.steps[1] > c.steps[1])
 
 
+class Schedule(NamedTuple):
+    """Where the checkpoints are: one every `stride` iterations, that of the `q`-th in
+    slot `slots[q]`. When the slots are full, every other checkpoint is dropped (its slot
+    handed to the next ones) and the stride doubles: however many iterations a solve
+    takes, its checkpoints fit in a fixed number of slots."""
+
+    stride: jax.Array
+    slots: jax.Array
+
+    @staticmethod
+    def start(segment: int) -> "Schedule":
+        return Schedule(jnp.asarray(segment, jnp.int32), jnp.arange(segment, dtype=jnp.int32))
+
+    def advance(self, i) -> tuple["Schedule", jax.Array]:
+        """The schedule at iteration `i` and the slot its checkpoint goes to (out of
+        bounds: none at `i`)."""
+        count = self.slots.shape[0]
+        half = count // 2
+        due = i % self.stride == 0
+        q = i // self.stride
+        full = due & (q == count)
+        r = jnp.arange(count)
+        kept = self.slots[jnp.minimum(2 * r, count - 1)]
+        freed = self.slots[jnp.minimum(2 * (r - half) + 1, count - 1)]
+        slots = jnp.where(full, jnp.where(r < half, kept, freed), self.slots)
+        stride = jnp.where(full, 2 * self.stride, self.stride)
+        q = jnp.where(full, half, q)
+        return Schedule(stride, slots), jnp.where(due, slots[jnp.minimum(q, count - 1)], count)
+
+
 def record_block(field: BatchField, plan: Plan, segment: int, points, y0, times, dt0):
     """The block solve of [`solve_block`][] with its ring of the last `segment` iterations
-    and its checkpoints: `((ys, stats), (ring, checkpoints, iterations))`."""
+    (iteration `i` in row `i % segment`) and its checkpoints:
+    `((ys, stats), (ring, checkpoints, schedule, iterations))`."""
     t0, t1, ts = times
     carry, body = start_block(field, plan, points, y0, t0, t1, ts, dt0)
-    ring = _stack(_record(carry, carry), segment)
-    checkpoints = _stack(_strip(carry), _checkpoint_count(plan, segment))
 
     def step(state):
-        c, i, ring, checkpoints = state
-        seg, pos = i // segment, i % segment
-        checkpoints = lax.cond(
-            pos == 0, lambda b: _put(b, seg, _strip(c)), lambda b: b, checkpoints
-        )
+        c, i, ring, checkpoints, schedule = state
+        schedule, slot = schedule.advance(i)
+        checkpoints = _put(checkpoints, slot, _strip(c))
         new = body(c)
-        return new, i + 1, _put(ring, pos, _record(c, new)), checkpoints
+        return new, i + 1, _put(ring, i % segment, _record(c, new)), checkpoints, schedule
 
-    state = (carry, jnp.asarray(0, jnp.int32), ring, checkpoints)
-    carry, n, ring, checkpoints = lax.while_loop(
+    ring = _stack(_record(carry, carry), segment)
+    checkpoints = _stack(_strip(carry), segment)
+    state = (carry, jnp.asarray(0, jnp.int32), ring, checkpoints, Schedule.start(segment))
+    carry, n, ring, checkpoints, schedule = lax.while_loop(
         lambda s: jnp.any(s[0].status == RUNNING), step, state
     )
-    return finish_block(carry, ts), (ring, checkpoints, n)
+    return finish_block(carry, ts), (ring, checkpoints, schedule, n)
 
 
-def _recompute(f: BlockRHS, plan: Plan, segment: int, start: Carry, t1, floor):
-    """The ring of the `segment` iterations that follow the checkpoint `start`."""
+def _advance(body, count, start: Carry) -> Carry:
+    """`start` after `count` iterations of the step loop's `body`."""
+    return lax.fori_loop(0, count, lambda _, c: body(c), start)
+
+
+def _recompute(body, segment: int, start: Carry) -> Record:
+    """The ring of the `segment` iterations that follow `start`."""
 
     def step(i, state):
         c, ring = state
-        new = _body(c, f, plan, t1, floor, None)
+        new = body(c)
         return new, _put(ring, i, _record(c, new))
 
     ring = _stack(_record(start, start), segment)
@@ -219,6 +260,39 @@ def _walk(spec, dyn_f, dyn_o, points, ring: Record, count, adj: _Adjoint, ts, ct
     return lax.fori_loop(0, count, body, adj)
 
 
+def _walk_back(spec, body, walk, ring, checkpoints, schedule, n, adj, ts, ct_saved):
+    """Pull `adj` back through all `n` iterations: the last chunk from the forward pass's
+    ring, each earlier one recomputed. A segment of the final schedule (`stride`
+    iterations from its checkpoint) is first run through once, keeping the state at the
+    start of each of its chunks; then its chunks, last first, are each recomputed from
+    there into a ring and walked back."""
+    seg = spec.segment
+    stride = schedule.stride
+    last = jnp.maximum(n - 1, 0) // seg
+    adj = walk(ring, n - last * seg, adj, ts, ct_saved)
+    subs = stride_cap(seg, spec.cfg.plan.max_steps) // seg
+
+    def segment(k, adj):
+        q = (last * seg - 1) // stride - k
+        first = q * stride // seg
+        count = jnp.minimum((q + 1) * stride // seg, last) - first
+        start = _row(checkpoints, schedule.slots[q])._replace(saved={})
+
+        starts = _put(_stack(start, subs), 0, start)
+        starts = lax.fori_loop(
+            0, count - 1, lambda j, b: _put(b, j + 1, _advance(body, seg, _row(b, j))), starts
+        )
+
+        def chunk(j, adj):
+            rec = _recompute(body, seg, _row(starts, count - 1 - j))
+            return walk(rec, seg, adj, ts, ct_saved)
+
+        return lax.fori_loop(0, count, chunk, adj)
+
+    segments = jnp.where(last > 0, (last * seg - 1) // stride + 1, 0)
+    return lax.fori_loop(0, segments, segment, adj)
+
+
 class Spec(NamedTuple):
     """What the discrete block solve is specialised on (static): the ensemble solve's
     configuration (`_solve.Config`) and the ring's length."""
@@ -241,17 +315,17 @@ def discrete_block(spec: Spec, dyn, points, y0: Lanes, times):
 
 def _forward(spec: Spec, dyn, points, y0, times):
     field = spec.field(dyn)
-    out, (ring, checkpoints, n) = record_block(
+    out, (ring, checkpoints, schedule, n) = record_block(
         field, spec.cfg.plan, spec.segment, points, y0, times, spec.cfg.dt0
     )
-    return out, (dyn, points, y0, times, ring, checkpoints, n, out[1]["status"])
+    return out, (dyn, points, y0, times, ring, checkpoints, schedule, n, out[1]["status"])
 
 
 def _backward(spec: Spec, residuals, cotangent):
-    dyn, points, y0, times, ring, checkpoints, n, status = residuals
+    dyn, points, y0, times, ring, checkpoints, schedule, n, status = residuals
     t0, t1, ts = times
     ct_ys = cotangent[0]
-    plan, segment = spec.cfg.plan, spec.segment
+    plan = spec.cfg.plan
     dyn_f, dyn_o = eqx.partition(dyn, eqx.is_inexact_array)
     points_f = {k: v for k, v in points.items() if jnp.issubdtype(v.dtype, jnp.inexact)}
     points_o = {k: v for k, v in points.items() if k not in points_f}
@@ -266,17 +340,10 @@ def _backward(spec: Spec, residuals, cotangent):
     zeros = lambda t: jax.tree.map(jnp.zeros_like, t)  # noqa: E731
     adj = _Adjoint(lam, zeros(y0), zeros(dyn_f), zeros(points_f))
     walk = functools.partial(_walk, spec, dyn_f, dyn_o, {**points_f, **points_o})
-    last = jnp.maximum(n - 1, 0) // segment
-    adj = walk(ring, n - last * segment, adj, ts, ct_saved)
     floor = clip_floor(jnp.asarray(t1, spec.cfg.dtype))
-
-    def earlier(k, adj):
-        s = last - 1 - k
-        start = jax.tree.map(lambda b: b[s], checkpoints)._replace(saved={})
-        ring = _recompute(f_of(dyn_f, points_f), plan, segment, start, t1, floor)
-        return walk(ring, segment, adj, ts, ct_saved)
-
-    adj = lax.fori_loop(0, last, earlier, adj)
+    f = f_of(dyn_f, points_f)
+    body = lambda c: _body(c, f, plan, t1, floor, None)  # noqa: E731
+    adj = _walk_back(spec, body, walk, ring, checkpoints, schedule, n, adj, ts, ct_saved)
     # The start: saves at or before t0 hold y0 itself; f0 = f(t0, y0).
     lam_y = adj.y
     if ts is not None:

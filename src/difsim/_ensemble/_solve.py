@@ -27,7 +27,7 @@ from jax.custom_derivatives import SymbolicZero, linear_call
 
 from difsim._core import VarInfo
 from difsim._ensemble._adjoint import AbstractEnsembleAdjoint, AutoAdjoint
-from difsim._ensemble._discrete import Spec, default_segment, discrete_block, discrete_bytes
+from difsim._ensemble._discrete import DEFAULT_SEGMENT, Spec, discrete_block, discrete_bytes
 from difsim._ensemble._field import BatchField
 from difsim._ensemble._loop import Plan, solve_block
 from difsim._ensemble._sde_loop import SDEPlan, solve_sde_block
@@ -53,7 +53,7 @@ class Config:
         loops."""
         block = self.reverse_block or self.block
         if self.adjoint.discrete and isinstance(self.plan, Plan):
-            segment = getattr(self.adjoint, "segment", None) or default_segment(self.plan.max_steps)
+            segment = getattr(self.adjoint, "segment", None) or DEFAULT_SEGMENT
             plan = dataclasses.replace(self.plan, discrete=segment)
             return dataclasses.replace(self, plan=plan)
         checkpoints = self.adjoint.reverse_checkpoints or default_checkpoints(self.plan.max_steps)
