@@ -83,7 +83,7 @@ def resolve_reference(name: Any, key: str, cls: type) -> Callable:
         )
     if ":" not in name:
         module, qualname = sys.modules[cls.__module__], name
-        where = f"the module of {cls.__name__} ({cls.__module__})"
+        where = f"the file of {cls.__name__} ({getattr(module, '__file__', cls.__module__)})"
     elif (file := model_file(name)) is not None:
         module, qualname = load_model_file(Path(file[0]), key), file[1]
         where = f"file {file[0]!r}"

@@ -8,6 +8,7 @@ then evaluated on an even grid spanning the visited range; one of several inputs
 visited points themselves.
 """
 
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -106,7 +107,15 @@ def learned_term(result: Any, field: str, times: np.ndarray, reference: Callable
     `<field>_input` (one input: a grid over the visited range) or `<field>_sample` (the
     visited inputs), `learned_<field>` and, with `reference`, `reference_<field>`."""
     network = result.parameters[field]
-    inputs, at, states = visited_inputs(result, field, times)
+    try:
+        inputs, at, states = visited_inputs(result, field, times)
+    except Exception as e:  # an rhs that calls it inside a transform of its own, ...
+        warnings.warn(
+            f"the learned term of {field!r} is left out of the outputs: recording its inputs "
+            f"along the fitted trajectory failed ({type(e).__name__}: {e})",
+            stacklevel=4,
+        )
+        return {}, {}
     if inputs.shape[0] == 0:
         return {}, {}
     scalar = inputs.ndim == 1 or inputs[0].size == 1

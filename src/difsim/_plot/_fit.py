@@ -88,6 +88,10 @@ def plot_fit(dataset: xr.Dataset, path: str | Path | None = None):
     return finish_figure(fig, title + str(dataset.attrs.get("status", "")), path)
 
 
+# A learned term of many outputs (a field) draws this many of them, the first ones.
+MAX_OUTPUTS = 4
+
+
 def draw_learned(dataset: xr.Dataset, field: str, ax) -> None:
     """The learned term `field` (`learned_<field>`): over its input grid (one input), or
     against the time of each visited input (several), beside `reference_<field>`."""
@@ -98,7 +102,7 @@ def draw_learned(dataset: xr.Dataset, field: str, ax) -> None:
     x = np.asarray(dataset[dim] if scalar else dataset[f"{field}_time"], dtype=float)
     style = "-" if scalar else "."
     outputs = learned.shape[1]
-    for k in range(outputs):
+    for k in range(min(outputs, MAX_OUTPUTS)):
         tag = "" if outputs == 1 else f" [{k}]"
         ax.plot(x, np.asarray(learned[:, k]), style, color=f"C{k}", lw=1.5, ms=3,
                 label=f"learned{tag}")  # fmt: skip
@@ -115,6 +119,8 @@ def draw_learned(dataset: xr.Dataset, field: str, ax) -> None:
     title = f"learned {field}"
     if "rms_error_vs_reference" in learned.attrs:
         title += f" (rms error vs reference {learned.attrs['rms_error_vs_reference']:.2g})"
+    if outputs > MAX_OUTPUTS:
+        title += f", outputs 0-{MAX_OUTPUTS - 1} of {outputs}"
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="best")
 
