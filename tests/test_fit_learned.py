@@ -70,6 +70,8 @@ def test_learned_term_is_the_network_on_the_visited_range(run):
     np.testing.assert_allclose(out["learned_friction"].values[:, 0], f(grid), rtol=1e-12)
     np.testing.assert_allclose(out["reference_friction"].values[:, 0], -0.3 * grid, rtol=1e-15)
     assert out["reference_friction"].attrs["long_name"] == "reference friction (true_friction)"
+    assert out["learned_friction"].attrs["units"] == "m/s^2"  # the table's `units`
+    assert out["reference_friction"].attrs["units"] == "m/s^2"
     rms = np.sqrt(np.mean((f(grid) + 0.3 * grid) ** 2))
     assert out["learned_friction"].attrs["rms_error_vs_reference"] == pytest.approx(rms)
     # Only the network's weights count as its free values in the estimates' text.
@@ -85,6 +87,7 @@ def test_png_draws_the_learned_term_from_the_file(run):
     np.testing.assert_array_equal(learned.get_ydata(), run[1]["learned_friction"].values[:, 0])
     np.testing.assert_allclose(reference.get_ydata(), -0.3 * learned.get_xdata(), rtol=1e-15)
     assert ax.get_xlabel() == "v [m/s]"
+    assert ax.get_ylabel() == "friction [m/s^2]"
 
 
 def test_bad_references_in_python(run):
@@ -104,12 +107,14 @@ def test_bad_references_in_python(run):
         (3, 'expected "function"'),
         ("LearnedFriction", "is a class, not a function"),
         (str(ROOT / "experiments" / "missing.py") + ":f", "does not exist"),
+        (("units", 3), 'expected a string ("m/s^2")'),
     ],
 )
 def test_bad_reference_names_are_config_errors(value, fragment):
-    raw = with_key(example_config(), "fit.network.friction.reference", value)
+    key, value = value if isinstance(value, tuple) else ("reference", value)
+    raw = with_key(example_config(), f"fit.network.friction.{key}", value)
     error = config_error(raw)
-    assert error.key == "fit.network.friction.reference"
+    assert error.key == f"fit.network.friction.{key}"
     assert fragment in str(error), str(error)
 
 

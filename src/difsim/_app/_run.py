@@ -26,6 +26,7 @@ from difsim._config import (
     Experiment,
     check_atol_against_state,
     declared_state,
+    label_terms,
     load_config,
     network_references,
 )
@@ -271,7 +272,7 @@ def _execute_fit(experiment: Experiment, outputs: Outputs, *, progress) -> RunRe
             raise ConfigError(str(e), "fit", experiment.source) from e
         wall = time.perf_counter() - start
         # Still in the fit's precision: the outputs evaluate the fitted model again.
-        dataset = result.to_xarray(references=references)
+        dataset = label_terms(result.to_xarray(references=references), experiment.fit.network)
         dataset.attrs.update(
             {RUN_ATTR: outputs.run, "config": experiment.to_toml(), "dtype": spec.dtype}
         )

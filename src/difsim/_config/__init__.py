@@ -3,6 +3,7 @@ builds.
 """
 
 from difsim._config._fit_network import (
+    label_terms as label_terms,
     network_references as network_references,
 )
 from difsim._config._load import (

@@ -13,8 +13,9 @@ from difsim._config._schema import ConfigError, did_you_mean, given, names_list
 from difsim._fit import ACTIVATIONS, NETWORK_KEYS, network_sizes
 
 # A network's keys besides those that build it: `reference`, the true term it is drawn
-# against ("file.py:function" or "package.module:function").
-OUTPUT_KEYS = ("reference",)
+# against ("function", "file.py:function" or "package.module:function"); `units`, those of
+# its output (for the outputs' learned term).
+OUTPUT_KEYS = ("reference", "units")
 
 
 def check_networks(networks: dict[str, Any], cls: type, params: list[str]) -> None:
@@ -38,6 +39,10 @@ def check_networks(networks: dict[str, Any], cls: type, params: list[str]) -> No
         for name, value in spec.items():
             if name == "reference":
                 resolve_reference(value, f"{key}.reference", cls)
+            elif name == "units":
+                if not isinstance(value, str):
+                    raise ConfigError(f'expected a string ("m/s^2"), got {given(value)}',
+                                      f"{key}.units")  # fmt: skip
             else:
                 _check_network_key(f"{key}.{name}", name, value)
         try:
@@ -119,6 +124,16 @@ def network_references(networks: Mapping[str, Mapping[str, Any]], model: Any) ->
         out[field] = resolve_reference(spec["reference"], key, type(model))
         _check_reference(out[field], getattr(model, field), spec["reference"], key)
     return out
+
+
+def label_terms(dataset, networks: Mapping[str, Mapping[str, Any]]):
+    """`dataset` (a fit's) with the `units` each network declares on its learned and
+    reference term."""
+    for field, spec in networks.items():
+        for name in (f"learned_{field}", f"reference_{field}"):
+            if "units" in spec and name in dataset:
+                dataset[name].attrs["units"] = spec["units"]
+    return dataset
 
 
 def _check_reference(reference: Callable, network: Any, name: str, key: str) -> None:
