@@ -47,3 +47,9 @@ def test_experiments_fit(run_doc):
     assert abs(doc["k_fitted"] - 0.8) < 1e-3  # the data decay at k = 0.8
     history = doc["held_out"]
     assert history.shape[1] == 2 and history[-1, 1] < history[0, 1]
+
+
+def test_burgers_closure_model(run_doc):
+    # The docs say 1,553 weights.
+    doc = run_doc(DOC)
+    assert doc["closure_weights"] == 1553

@@ -9,13 +9,20 @@ Whatever the strategy, `jax.jvp`, `jax.jacfwd`, `jax.grad`, `jax.vjp`, `jax.jacr
   Jacobian; a tangent or cotangent is then contracted with it. Memory and time grow
   with the number of differentiated scalars `P`: about `1 + 0.4 P` solves for up to
   12 (one pass), then a pass per group of 12 tangents, each solving the primal again.
-- [`CheckpointAdjoint`][] (`"checkpoint"`): reverse mode. A cotangent is pulled back
-  through step loops that keep `checkpoints` copies of a block's state and recompute the
-  steps in between: time about 18–22 solves whatever `P` (measured on CPU, where the
-  forward solve has far fewer and larger kernels than the backward pass), memory
-  bounded (`checkpoints` copies of each block's state, one block at a time for large
-  ensembles). (A tangent, for `jax.jvp`, is pushed forward in one forward-mode pass.)
-- [`AutoAdjoint`][] (`"auto"`, the default): forward when `P <= max_forward`, else reverse.
+- [`DiscreteAdjoint`][] (`"discrete"`): reverse mode by a discrete adjoint of the
+  engine's own steps (`_discrete.py`): each accepted step, and the save times it wrote,
+  pulled back with `jax.vjp` of the method's step and dense output, earlier iterations
+  recomputed from checkpoints. Time about 3–4 forward solves whatever `P` for solves of
+  a hundred iterations and more, more for very short ones (measured on CPU:
+  docs/benchmarks.md); memory a fixed ring and set of checkpoints per block.
+- [`CheckpointAdjoint`][] (`"checkpoint"`): reverse mode by JAX through step loops that
+  keep `checkpoints` copies of a block's state and recompute the steps in between: the
+  whole loop body (step-size control, saves) differentiated, up to 18–24 forward solves
+  on short solves; memory bounded (`checkpoints` copies of each block's state, one block
+  at a time for large ensembles). (A tangent, for `jax.jvp`, is pushed forward in one
+  forward-mode pass, for either reverse mode.)
+- [`AutoAdjoint`][] (`"auto"`, the default): forward when `P <= max_forward`, else the
+  discrete adjoint (a stochastic model: `"checkpoint"`'s path).
 
 The choice is made where JAX differentiates the solve (its `custom_jvp` rule), which
 knows which inputs carry a tangent: a gradient with respect to two parameters of a model

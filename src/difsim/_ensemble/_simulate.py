@@ -69,11 +69,12 @@ def simulate_ensemble(
       state variables, fewer for larger states, about 2,048 state entries per block;
       every lane on a GPU).
     - `adjoint`: how derivatives pass through the solve: `"auto"` (default: forward mode
-      for at most 6 differentiated scalars, reverse mode above), `"forward"` (one batched
-      forward pass carrying a tangent per differentiated scalar: cheapest for a few
-      parameters or per-lane values), `"checkpoint"` (reverse mode with checkpointed step
-      loops, bounded memory, cost independent of the number of parameters: for many
-      parameters). See "Gradients" in `docs/sweeps.md`.
+      for a few differentiated scalars, the discrete adjoint above), `"forward"` (one
+      batched forward pass carrying a tangent per differentiated scalar: cheapest for a
+      few parameters or per-lane values), `"discrete"` (reverse mode by a discrete
+      adjoint of the engine's steps: bounded memory, cost independent of the number of
+      parameters), `"checkpoint"` (reverse mode by JAX through checkpointed step loops),
+      or an adjoint object. See "Gradients" in `docs/sweeps.md`.
 
     - `keys`: for a stochastic model (one with `diffusion`), each lane's PRNG key,
       `(lanes,)` (e.g. `jax.random.split(jax.random.key(0), lanes)`, or their key data):
