@@ -87,7 +87,7 @@ def test_auto_goes_reverse_for_many_parameters(monkeypatch):
     )
     x0 = jnp.outer(jnp.array([0.5, 1.0, 2.0]), jnp.array([1.0, 0.5, -0.5]))
 
-    # Forward mode up to 8 differentiated scalars (the default, 12, would take W's 9).
+    # Forward mode up to 8 differentiated scalars (the default is 6).
     auto = AutoAdjoint(max_forward=8)
 
     def loss(W, adjoint=auto, x0=x0):

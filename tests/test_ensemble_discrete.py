@@ -142,4 +142,6 @@ def test_vmap_of_grad_and_jacfwd_through_the_discrete_path():
 
     rows = jax.jit(jax.vmap(jax.grad(lambda c, k: final_x(c, k[None])[0]), in_axes=(None, 0)))
     jac = jax.jit(jax.jacfwd(final_x))(0.3, K)
-    np.testing.assert_allclose(rows(0.3, K), jac, rtol=1e-11)
+    # The solves take more iterations than the ring holds: recomputed chunks may round
+    # differently, and the steps then differ in the last bits (docs/sweeps.md).
+    np.testing.assert_allclose(rows(0.3, K), jac, rtol=1e-8)

@@ -134,13 +134,13 @@ class CheckpointAdjoint(AbstractEnsembleAdjoint):
         return True
 
 
-# Forward mode up to this many differentiated scalars: below where a reverse-mode gradient
-# costs as much. Measured 2026-11-28 with the stage boundaries (`_boundary.py`), gradients of
-# a sweep loss over the forward solve; forward mode carries its tangents in groups of 12
-# (`_solve.TANGENT_GROUP`), at P = 6 / 12 / 24 / 40: Lorenz (3 entries, 10⁴ lanes, extra
-# parameters added to dx/dt) 3.7 / 5.2 / 12 / 22x, against 19–22x in reverse; Lorenz-96
-# (40 entries, 10³ lanes, the first P forcings) 7.0 / 8.3 / 17 / 32x, against 18–20x.
-DEFAULT_MAX_FORWARD = 24
+# Forward mode up to this many differentiated scalars: about where the discrete adjoint
+# costs as much. Measured 2026-12-02 (`bench_ensemble.py`, crossover section: gradients of
+# a sweep loss over the forward solve, float32, ~20 steps, load 4), forward / discrete at
+# P = 2 / 4 / 6 / 8 / 12 / 24: Lorenz (3 entries, 10⁴ lanes, extra parameters added to
+# dx/dt) 1.6 / 2.4 / 2.8 / 3.7 / 4.9 / 11x against 3.6–4.4x; Lorenz-96 (40 entries, 10³
+# lanes, the first P forcings) 3.0 / 5.3 / 5.8 / 7.0 / 6.5 / 15x against 5.1–6.2x.
+DEFAULT_MAX_FORWARD = 6
 
 
 class AutoAdjoint(AbstractEnsembleAdjoint):
