@@ -3,28 +3,32 @@ r"""Reverse mode by a discrete adjoint of the engine's own steps ([`DiscreteAdjo
 The forward pass is the ordinary step loop of a block (`_loop.py`), which also writes, per
 loop iteration, what the backward pass needs into two buffers:
 
-- a **ring** of the last `segment` iterations: each lane's `(tprev, tnext, y, f0)` at the
-  start of the iteration and whether it accepted the step;
-- **checkpoints**: the whole carry (times, state, carried derivative, counters) at the
-  start of every `segment`-th iteration.
+- a **ring** of the last `segment` iterations (a chunk): each lane's
+  `(tprev, tnext, y, f0)` at the start of the iteration and whether it accepted the step;
+- **checkpoints**: the whole carry (times, state, carried derivative, counters) every
+  `stride` iterations, in `segment` slots ([`Schedule`][]): the stride starts at `segment`
+  and doubles, every other checkpoint dropped, whenever the slots are full.
 
 The backward pass walks the iterations from the last to the first. For an iteration that
 a lane accepted, the step $y_1 = \Phi(y, f_0; \theta)$, $f_1$ of the method is pulled back
 with `jax.vjp` of the method's own `step` (the same function the forward pass called, with
 the same `t`, `h`), and so is every save time the step wrote, through the method's dense
 output; a rejected iteration leaves the lane's state, so its adjoint, as it is. The last
-segment's iterations are in the ring; every earlier segment is recomputed from its
-checkpoint (one more forward pass over those iterations, with the step-size controller)
-into a second ring, then walked back. Memory: `segment` iterations plus
-`max_steps / segment` checkpoints of a block's lanes, whatever the number of steps taken.
+chunk's iterations are in the ring; every earlier chunk is recomputed (with the step-size
+controller) into a second ring, then walked back: from its segment's checkpoint, which is
+first run through once to keep the start of each of its chunks. Recomputation costs at
+most one more forward pass while the stride is `segment` (up to `segment²` iterations),
+two beyond. Memory: a ring and `segment` checkpoints of a block's lanes in the forward
+pass (and the chunk starts of one segment in the backward), whatever the number of steps.
 
 What this differentiates is the solve's sequence of steps with its step sizes held fixed
 (the step-size factor carries no derivative, as on the engine's other paths,
 `_control.Controller.decide`): the exact derivative of the numbers the forward pass
-computed, to rounding. A segment recomputed from a checkpoint runs in another compiled
-loop; its rounding may differ in the last bits, and where that flips a step's accept the
-derivative is that of a neighbouring sequence of steps, right to about the solver's
-accuracy. Solves of at most `segment` iterations recompute nothing.
+computed, to rounding. A chunk recomputed from a checkpoint runs in another compiled
+loop; its rounding may differ in the last bits, which moves the following step sizes (or
+flips an accept), and the derivative is then that of a neighbouring sequence of steps,
+right to about the solver's accuracy. Solves of at most `segment` iterations recompute
+nothing.
 
 Why not JAX's own reverse mode through the step loop (the `"checkpoint"` adjoint,
 `eqxi.while_loop(kind="checkpointed")`): its backward pass differentiates the whole loop
