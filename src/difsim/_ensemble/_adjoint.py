@@ -71,11 +71,11 @@ def _check_segment(segment) -> None:
         raise ValueError(f"segment must be an even int >= 2 or None, got {segment!r}")
 
 
-def _check_checkpoints(checkpoints, name: str = "checkpoints") -> None:
+def _check_checkpoints(checkpoints) -> None:
     if checkpoints is not None and (
         isinstance(checkpoints, bool) or not isinstance(checkpoints, int) or checkpoints < 1
     ):
-        raise ValueError(f"{name} must be a positive int or None, got {checkpoints!r}")
+        raise ValueError(f"checkpoints must be a positive int or None, got {checkpoints!r}")
 
 
 class ForwardAdjoint(AbstractEnsembleAdjoint):

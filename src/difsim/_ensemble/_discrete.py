@@ -280,7 +280,7 @@ def _walk_back(spec, body, walk, ring, checkpoints, schedule, n, adj, ts, ct_sav
         q = (last * seg - 1) // stride - k
         first = q * stride // seg
         count = jnp.minimum((q + 1) * stride // seg, last) - first
-        start = _row(checkpoints, schedule.slots[q])._replace(saved={})
+        start = _row(checkpoints, schedule.slots[q])
 
         starts = _put(_stack(start, subs), 0, start)
         starts = lax.fori_loop(
