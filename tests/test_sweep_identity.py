@@ -18,6 +18,7 @@ import pytest
 import xarray as xr
 
 import difsim as ds
+from difsim._app._cli import main
 from difsim._config._imports import load_model_file
 from difsim._io import code_text
 from difsim._sweep import SweepOutputError, run_sweep
@@ -75,10 +76,11 @@ def _final(path: Path) -> tuple[np.ndarray, dict]:
         return f["y.final"].values.copy(), dict(f.attrs)
 
 
-def test_an_edited_model_file_is_refused_then_recomputed_across_processes(tmp_path):
+def test_an_edited_model_file_is_refused_then_recomputed_across_processes(tmp_path, monkeypatch):
     folder = _folder(tmp_path)
-    first = _difsim_run(folder)
-    assert first.returncode == 0, first.stderr
+    # The first run in this process (`difsim run` in-process), the next two in new ones.
+    monkeypatch.chdir(folder)
+    assert main(["run", "sweep.toml", "--no-progress"]) == 0
     out = folder / "runs" / "x.nc"
     y, attrs = _final(out)
     np.testing.assert_allclose(y, np.exp(-K), rtol=1e-8)
@@ -166,20 +168,22 @@ def test_unfinished_chunks_of_the_old_code_are_not_resumed(tmp_path):
 CODE_TEXT = """
 import sys
 from difsim._io import code_text
-{define}
-print(code_text(Decay))
 """
 
 
-def _code_text_in_subprocess(cwd: Path, define: str, hash_seed: str | None = None) -> str:
-    script = CODE_TEXT.format(define=textwrap.dedent(define))
+def _code_texts_in_subprocess(cwd: Path, *defines: str, hash_seed: str | None = None) -> list:
+    """`code_text(Decay)` after each of `defines`, run in turn in one new process."""
+    steps = [f"{textwrap.dedent(d)}\nprint(code_text(Decay))" for d in defines]
+    script = CODE_TEXT + "\n".join(steps)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     if hash_seed is not None:
         env["PYTHONHASHSEED"] = hash_seed
     done = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True,
                           text=True, timeout=120, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    texts = done.stdout.strip().splitlines()
+    assert len(texts) == len(defines), done.stdout
+    return texts
 
 
 def test_code_identity_is_stable_and_sees_helpers_and_sourceless_classes(tmp_path):
@@ -188,7 +192,7 @@ def test_code_identity_is_stable_and_sees_helpers_and_sourceless_classes(tmp_pat
         MODEL.replace("-self.k * s.y", "-rate(self.k) * s.y") + "\n\ndef rate(k):\n    return k\n"
     )
     define = "sys.path.insert(0, '.')\nfrom mymodel import Decay"
-    texts = {_code_text_in_subprocess(tmp_path, define) for _ in range(2)}
+    texts = {_code_texts_in_subprocess(tmp_path, define)[0] for _ in range(2)}
     assert len(texts) == 1 and next(iter(texts)).startswith("Decay (mymodel.py) sha256:")
     assert list(tmp_path.glob("__pycache__/mymodel*.pyc"))  # the second run read this
     # A helper the rhs calls is part of the code; and a process that imported the module
@@ -196,16 +200,17 @@ def test_code_identity_is_stable_and_sees_helpers_and_sourceless_classes(tmp_pat
     helper = tmp_path / "mymodel.py"
     edit = ("from pathlib import Path; p = Path('mymodel.py'); "
             "p.write_text(p.read_text().replace('return k', 'return 2 * k'))")  # fmt: skip
-    stale = _code_text_in_subprocess(tmp_path, f"{define}\n{edit}")
+    (stale,) = _code_texts_in_subprocess(tmp_path, f"{define}\n{edit}")
     assert "return 2 * k" in helper.read_text()
-    fresh = _code_text_in_subprocess(tmp_path, define)
-    assert len({fresh, stale, *texts}) == 3
     # A class with no source (`python -c`): its bytecode, the same in every process, and
-    # another for another rhs.
+    # another for another rhs. The edited module imported afresh in the first of these.
     inline = MODEL
-    sourceless = {_code_text_in_subprocess(tmp_path, inline) for _ in range(2)}
-    other = _code_text_in_subprocess(tmp_path, inline.replace("-self.k", "-2 * self.k"))
-    assert len(sourceless) == 1 and other not in sourceless
+    sourceless, fresh = _code_texts_in_subprocess(tmp_path, inline, define)
+    again, other = _code_texts_in_subprocess(
+        tmp_path, inline, inline.replace("-self.k", "-2 * self.k")
+    )
+    assert len({fresh, stale, *texts}) == 3
+    assert sourceless == again and other != sourceless
     assert "no source: bytecode" in other
 
 
@@ -236,7 +241,7 @@ def test_code_identity_of_sets_and_dicts_is_the_same_in_every_process(tmp_path):
     source = MODEL.replace("-self.k * s.y", "-sum(f(self.k) for f in RATES) * s.y")
     (tmp_path / "unordered.py").write_text(source + UNORDERED)
     define = "sys.path.insert(0, '.')\nfrom unordered import Decay"
-    texts = {_code_text_in_subprocess(tmp_path, define, seed) for seed in ("1", "2", "3")}
+    texts = {_code_texts_in_subprocess(tmp_path, define, hash_seed=seed)[0] for seed in "123"}
     assert len(texts) == 1, texts
 
 
