@@ -74,12 +74,17 @@ def _scan_loss(field: Callable, split: Callable, t0: float, t1: float, steps: in
     return loss
 
 
+DISCRETE = "difsim grad, discrete"
+
+
 def _contenders(difsim_loss: Callable, hand_loss: Callable, steps: int | None = None,
-                scan: Callable | None = None) -> dict:  # fmt: skip
+                scan: Callable | None = None,
+                discrete: Callable | None = None) -> dict:  # fmt: skip
     """Loss and gradient of each, and where the diffrax gradient's time goes: `steps` (the
     most steps a solve takes) adds its gradient with `checkpoints=steps` (diffrax's default,
     about sqrt(2 max_steps) = 180 checkpoints, allocates and carries them all however few
-    steps are taken), `scan` a `_scan_loss` of as many steps and its gradient."""
+    steps are taken), `scan` a `_scan_loss` of as many steps and its gradient; `discrete`
+    difsim's loss with `adjoint="discrete"` adds its gradient (the engine's own steps)."""
     fns = {
         "difsim loss": difsim_loss,
         "difsim grad": _grad(difsim_loss),
@@ -91,6 +96,8 @@ def _contenders(difsim_loss: Callable, hand_loss: Callable, steps: int | None = 
         fns["diffrax grad, checkpoints = steps"] = _grad(lambda x: hand_loss(x, adjoint))
     if scan:
         fns |= {"scan loss": scan, "scan grad": _grad(scan)}
+    if discrete:
+        fns[DISCRETE] = _grad(discrete)
     return fns
 
 
@@ -122,9 +129,9 @@ def network_problem(p: int, anatomy: bool = True) -> dict:
     net = eqx.nn.MLP(2, 2, w, 2, activation=jnp.tanh, key=jax.random.key(w))
     model = NeuralOscillator(net=net)
 
-    def sol_d(net):
+    def sol_d(net, adjoint="checkpoint"):
         m = eqx.tree_at(lambda m: m.net, model, net)
-        return ds.simulate(m, NET_TS, rtol=RTOL, atol=ATOL, dt0=NET_DT0)
+        return ds.simulate(m, NET_TS, rtol=RTOL, atol=ATOL, dt0=NET_DT0, adjoint=adjoint)
 
     def sol_h(net, adjoint=None):
         return _solve(_oscillator_field, jnp.array([1.0, 0.0]), net, NET_TS, adjoint, NET_DT0)
@@ -133,8 +140,10 @@ def network_problem(p: int, anatomy: bool = True) -> dict:
     steps = anatomy and int(eqx.filter_jit(hand)(net)[1])
     y0 = jnp.array([1.0, 0.0])
     scan = anatomy and _scan_loss(_oscillator_field, lambda n: (y0, n), 0.0, 10.0, steps)
-    fns = _contenders(lambda n: _sum_squares(sol_d(n)), hand, steps, scan)
-    return dict(name=f"MLP 2-{w}-{w}-2", P=count(net), x=net, fns=fns)
+    discrete = lambda n: _sum_squares(sol_d(n, "discrete"))  # noqa: E731
+    fns = _contenders(lambda n: _sum_squares(sol_d(n)), hand, steps, scan, discrete)
+    pairs = [(DISCRETE, "diffrax grad")]
+    return dict(name=f"MLP 2-{w}-{w}-2", P=count(net), x=net, fns=fns, pairs=pairs)
 
 
 def rhs_problem(p: int, evals: int = 192) -> dict:
@@ -181,10 +190,10 @@ def field_problem(n: int, anatomy: bool = True) -> dict:
     model = ds.models.Heat(grid=ds.Grid.periodic((n,), (float(n),)), D=FIELD_D)
     u0 = jax.random.uniform(jax.random.key(n), (n,), minval=0.0, maxval=1.0)
 
-    def sol_d(u0):
+    def sol_d(u0, adjoint="checkpoint"):
         m = model.replace(**{"state.u": u0})
         return ds.simulate(m, FIELD_TS, solver="tsit5", controller="pid", rtol=RTOL, atol=ATOL,
-                           dt0=FIELD_DT0)  # fmt: skip
+                           dt0=FIELD_DT0, adjoint=adjoint)  # fmt: skip
 
     def field(t, u, args):
         return FIELD_D * (jnp.roll(u, 1) - 2 * u + jnp.roll(u, -1))
@@ -195,8 +204,10 @@ def field_problem(n: int, anatomy: bool = True) -> dict:
     hand = lambda u, adjoint=None: _sum_squares(sol_h(u, adjoint))  # noqa: E731
     steps = anatomy and int(jax.jit(hand)(u0)[1])
     scan = anatomy and _scan_loss(field, lambda u: (u, None), 0.0, 20.0, steps)
-    fns = _contenders(lambda u: _sum_squares(sol_d(u)), hand, steps, scan)
-    return dict(name=f"heat 1-D, {n:,} cells", P=n, x=u0, fns=fns)
+    discrete = lambda u: _sum_squares(sol_d(u, "discrete"))  # noqa: E731
+    fns = _contenders(lambda u: _sum_squares(sol_d(u)), hand, steps, scan, discrete)
+    pairs = [(DISCRETE, "diffrax grad")]
+    return dict(name=f"heat 1-D, {n:,} cells", P=n, x=u0, fns=fns, pairs=pairs)
 
 
 # ------------------------------------------------------------------ 256-lane ensemble
@@ -290,9 +301,9 @@ def ude_problem(learning_rate: float = 1e-2) -> dict:
     model = LotkaVolterraUDE(net=net)
     a, d = LV_P[0], LV_P[3]
 
-    def loss_d(net, state=None):
+    def loss_d(net, state=None, adjoint="checkpoint"):
         m = eqx.tree_at(lambda m: m.net, model, net)
-        sol = ds.simulate(m, LV_TS, rtol=RTOL, atol=ATOL)
+        sol = ds.simulate(m, LV_TS, rtol=RTOL, atol=ATOL, adjoint=adjoint)
         ys = jnp.stack([sol.ys["u"], sol.ys["v"]], axis=-1)
         return jnp.mean((ys - data) ** 2), sol.num_steps
 
@@ -314,11 +325,19 @@ def ude_problem(learning_rate: float = 1e-2) -> dict:
 
         return step
 
+    # The floor: as many equal Tsit5 steps as the adaptive solve takes (25), no step
+    # control and no saves, in a `lax.scan` that JAX differentiates directly.
+    y0 = jnp.array(LV_U0)
+    floor = _scan_loss(field, lambda n: (y0, n), 0.0, 5.0, int(eqx.filter_jit(loss_h)(net)[1]))
     fns = {"difsim step": stepper(loss_d), "diffrax step": stepper(loss_h),
-           "difsim loss": loss_d, "diffrax loss": loss_h}  # fmt: skip
+           "difsim step, discrete": stepper(lambda n: loss_d(n, adjoint="discrete")),
+           "floor step": stepper(floor), "difsim loss": loss_d, "diffrax loss": loss_h,
+           "floor loss": floor}  # fmt: skip
     # The same steps called as a training loop calls them: through `eqx.filter_jit`, whose
     # dispatch (flattening the model and the optimiser state) is then part of each step.
     user = {"difsim step, filter_jit": fns["difsim step"],
             "diffrax step, filter_jit": fns["diffrax step"]}  # fmt: skip
     state = opt.init(eqx.filter(net, eqx.is_inexact_array))
-    return dict(name="UDE Lotka–Volterra", P=count(net), x=(net, state), fns=fns, user=user)
+    pairs = [("difsim step, discrete", "diffrax step")]
+    return dict(name="UDE Lotka–Volterra", P=count(net), x=(net, state), fns=fns, user=user,
+                pairs=pairs)  # fmt: skip

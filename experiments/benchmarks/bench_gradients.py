@@ -190,7 +190,8 @@ STORED, SCAN = "diffrax grad, checkpoints = steps", "scan grad"
 
 def gradient_table(rows: list[dict], markdown: bool) -> str:
     head = ["P", "problem", "steps difsim / diffrax", "difsim loss", "difsim grad",
-            "difsim grad / loss", "difsim, checkpointed loops: grad / loss", "diffrax loss",
+            "difsim grad / loss", "difsim, checkpointed loops: grad / loss",
+            "difsim discrete: grad / loss", "discrete / diffrax grad", "diffrax loss",
             "diffrax grad", "diffrax grad / loss",
             "difsim grad / diffrax grad", "diffrax, checkpoints = steps: grad / loss",
             "scan floor: grad / loss", "XLA temp MiB, grad: difsim / diffrax / checkpoints "
@@ -203,6 +204,8 @@ def gradient_table(rows: list[dict], markdown: bool) -> str:
              _time(t, "difsim loss"), _time(t, "difsim grad"),
              _ratio(t, "difsim grad", "difsim loss"),
              _ratio(t, gp.CHECKPOINTED, "difsim loss") if gp.CHECKPOINTED in t else "-",
+             _ratio(t, gp.DISCRETE, "difsim loss") if gp.DISCRETE in t else "-",
+             _ratio(t, gp.DISCRETE, "diffrax grad") if gp.DISCRETE in t else "-",
              _time(t, "diffrax loss"),
              _time(t, "diffrax grad"), _ratio(t, "diffrax grad", "diffrax loss"),
              _ratio(t, "difsim grad", "diffrax grad"),
@@ -237,7 +240,7 @@ def ude_table(r: dict, markdown: bool) -> str:
             "step / diffrax step", "solver steps"]  # fmt: skip
     body = []
     for name in [k for k in t if " step" in k]:
-        who, ref = name.split()[0], name.replace("difsim", "diffrax")
+        who, ref = name.split()[0], "diffrax step"
         loss = f"{who} loss"
         body.append(
             [

@@ -42,6 +42,9 @@ from difsim._core._observable import (
     model_observables as model_observables,
     observable as observable,
 )
+from difsim._core._own_steps import (
+    register_own_steps as register_own_steps,
+)
 from difsim._core._progress_meter import (
     reports_model_time as reports_model_time,
 )

@@ -23,6 +23,7 @@ from difsim._core._fixed_step import plan_scan, scan_solve
 from difsim._core._hybrid import solve_hybrid
 from difsim._core._model import Model
 from difsim._core._nonfinite import guard_nonfinite
+from difsim._core._own_steps import check_own_steps, own_steps
 from difsim._core._progress_meter import solve_meter
 from difsim._core._save import SaveSpec, check_dt0, check_saved_memory
 from difsim._core._sde import check_key, sde_settings
@@ -106,7 +107,10 @@ def simulate(
       recursive checkpointing; default), `"forward"` (forward mode only; best for few
       parameters and `jax.jacfwd`), `"backsolve"` (continuous adjoint, O(1) memory; raises
       if its backward solve fails; refused for stiff models and solvers), `"direct"` (both
-      modes), or a diffrax adjoint.
+      modes), `"discrete"` (the ensemble engine's own steps, one lane, and its discrete
+      adjoint: both modes, bounded memory, the cheaper reverse mode for a network in
+      `rhs`; ODEs without events, its solvers and the PID controller only), or a diffrax
+      adjoint.
     - `event`: an [`Event`][] or [`TimeEvent`][] (a callable `(t, s, model) -> scalar` is
       an `Event` that ends the solve), or a list of them, in addition to the model's own
       `events`. Events that happened are in `Solution.events`.
@@ -137,6 +141,11 @@ def simulate(
     given = dict(controller=controller, dt0=check_dt0(dt0), rtol=rtol, atol=atol,
                  max_steps=max_steps, root_tol=root_tol)  # fmt: skip
     state0 = model.initial_state()
+    if (own := own_steps(adjoint)) is not None:
+        check_own_steps(own[0].name, key=key, event=event, dense=dense, sharding=sharding,
+                        progress=progress, model=model)  # fmt: skip
+        return _run_own_steps(own, model, state0, times, _solver_settings(model, solver, given),
+                              throw)  # fmt: skip
     adjoint_obj = solvers.make_adjoint(adjoint)
     if key is None:
         settings = _solver_settings(model, solver, given)
@@ -196,6 +205,20 @@ def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout
         return sol
     stiff = is_stiff_solver(settings.solver)
     return raise_if_failed(sol, type(model).__name__, stiff=stiff, sharded=sharding is not None)
+
+
+def _run_own_steps(own, model, state0, times, settings, throw) -> Solution:
+    """The solve under an adjoint of difsim's own steps (`_own_steps.py`)."""
+    _checked_layout(model, state0, settings.imex)
+    adjoint, solve = own
+    sol = solve(model, times, settings, adjoint)
+    if not throw:
+        return sol
+    try:
+        stiff = is_stiff_solver(settings.solver)
+        return raise_if_failed(sol, type(model).__name__, stiff=stiff, sharded=False)
+    except SolveError as error:
+        raise error.with_traceback(None) from None
 
 
 def _save_spec(t, **loose) -> SaveSpec:

@@ -27,3 +27,4 @@ from difsim._ensemble._simulate import (
     run_ensemble as run_ensemble,
     simulate_ensemble as simulate_ensemble,
 )
+from difsim._ensemble._single import simulate_one as simulate_one

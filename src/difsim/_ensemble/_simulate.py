@@ -213,10 +213,12 @@ def run_ensemble(
     block_size: int | None = None,
     adjoint: AbstractEnsembleAdjoint | None = None,
     keys: jax.Array | None = None,
+    lanes: int | None = None,
 ) -> Solution:
     """The ensemble solve, everything already checked (what sweeps call under `jit`).
     `keys`: each lane's PRNG key data, `(lanes, *key_shape)` uint32, for a stochastic
-    model."""
+    model; `lanes`: their number when `points` is empty (an ODE's copies of the model as
+    it is)."""
     # The swept values replace the model's own: no tangent (no wasted forward direction)
     # for a parameter that every lane overrides.
     model = with_point(model, {k: jax.lax.stop_gradient(node(k)(model)) for k in points})
@@ -230,7 +232,10 @@ def run_ensemble(
     plan = _plan(model, settings, times.final_only)
     size = sum(int(np.size(v)) for v in values)
     dyn, static = eqx.partition(model, eqx.is_array)
-    n = next(iter(points.values())).shape[0] if keys is None else keys.shape[0]
+    if keys is not None:
+        n = keys.shape[0]
+    else:
+        n = next(iter(points.values())).shape[0] if points else lanes
     dt0 = None if settings.dt0 is None else float(settings.dt0)
     block = default_sde_block(n, size) if keys is not None else default_block(n, size)
     # The static part flattened: hashable (its `State` holds a dict), so `solve_jit` can
@@ -240,7 +245,7 @@ def run_ensemble(
     cfg = Config(
         (treedef, tuple(leaves)), state.info, shapes, jnp.dtype(dtype), plan,
         block_size or block, dt0, adjoint or make_adjoint("auto"),
-        block_size or default_block(n, size, reverse=True),
+        block_size or default_block(n, size, reverse=True), n,
     )  # fmt: skip
     ts = times.save_times()
     t0, t1 = jnp.asarray(times.t0, dtype), jnp.asarray(times.t1, dtype)

@@ -46,6 +46,7 @@ class Config:
     dt0: float | None
     adjoint: AbstractEnsembleAdjoint = AutoAdjoint()
     reverse_block: int | None = None  # lanes per block of the reverse-mode path
+    lanes: int = 1  # how many (their points may be empty: one trajectory of the model)
 
     def reverse(self) -> "Config":
         """The same solve with reverse-mode differentiable step loops: the discrete
@@ -127,7 +128,7 @@ def solve(cfg: Config, dyn, points: dict, times: tuple) -> tuple[dict, dict]:
 def _blocks(cfg: Config, dyn, points: dict, times: tuple) -> tuple[dict, dict]:
     model = eqx.combine(dyn, jax.tree.unflatten(*cfg.static))
     field = BatchField(model, cfg.info, cfg.shapes, cfg.dtype)
-    n = next(iter(points.values())).shape[0]
+    n = cfg.lanes
     size = min(cfg.block, n)
     count = math.ceil(n / size)
     pad = count * size - n
@@ -146,7 +147,7 @@ def _blocks(cfg: Config, dyn, points: dict, times: tuple) -> tuple[dict, dict]:
         # program), it made the Lorenz engine take 1.2x the CPU time it took with the
         # model's values compiled in, though XLA compiled identical step loops for both;
         # now 1.02x (docs/benchmarks.md, "the (a)/(a2) gap closed").
-        mapped = (points, field.initial(points))
+        mapped = (points, field.initial(points, n))
         run = lambda p: solve_block(field, cfg.plan, *p, t0, t1, ts, cfg.dt0)  # noqa: E731
     if isinstance(cfg.plan, Plan) and cfg.plan.discrete:
         spec = Spec(cfg, cfg.plan.discrete)
@@ -193,7 +194,7 @@ def _solve_jvp(cfg: Config, primals, tangents):
     if not live and not keys:
         out = solve(cfg, dyn, points, times)
         return out, _zero_tangents(out)
-    n = next(iter(points.values())).shape[0]
+    n = cfg.lanes
 
     def f(cfg, live_leaves, live_points):
         full = list(leaves)

@@ -39,7 +39,10 @@ OPTIMISTIX_SOLVERS = {
     "nonlinear_cg": optx.NonlinearCG,
 }
 OPTIMIZERS = (*OPTIMISTIX_SOLVERS, *OPTAX_OPTIMIZERS)
-ADJOINTS = ("checkpoint", "forward")
+# Reverse mode through diffrax's checkpointed loop, forward mode, or reverse mode by the
+# ensemble engine's discrete adjoint of its own steps (`simulate(adjoint="discrete")`).
+ADJOINTS = ("checkpoint", "forward", "discrete")
+REVERSE = ("checkpoint", "discrete")
 
 
 @functools.lru_cache(maxsize=64)
@@ -157,9 +160,10 @@ class AbstractDriver(eqx.Module):
 
 
 def value_and_grad(problem: AbstractProblem, u: Array, adjoint: str):
-    """Loss and its gradient w.r.t. `u`: reverse mode through the checkpointed solve, or
-    forward mode (one batched tangent solve per free variable)."""
-    if adjoint == "checkpoint":
+    """Loss and its gradient w.r.t. `u`: reverse mode through the solve (its checkpointed
+    loop, or the discrete adjoint of the engine's steps), or forward mode (one batched
+    tangent solve per free variable)."""
+    if adjoint in REVERSE:
         return jax.value_and_grad(problem.loss)(u)
     basis = jnp.eye(u.shape[0], dtype=u.dtype)
     values, tangents = jax.vmap(lambda e: jax.jvp(problem.loss, (u,), (e,)))(basis)

@@ -130,9 +130,12 @@ def fit(
       each gradient down to this global norm at most (`optax.clip_by_global_norm`): keeps
       a network's first steps from blowing up a stiff solve. `tol`: `rtol = atol` of named
       optimistix solvers (the convergence test).
-    - `adjoint`: `"checkpoint"` (reverse mode through the solve) or `"forward"` (forward
-      mode, one tangent per free variable). Default: forward for least-squares solvers
-      (their Jacobian has fewer columns than rows), checkpoint otherwise.
+    - `adjoint`: `"checkpoint"` (reverse mode through diffrax's solve), `"forward"`
+      (forward mode, one tangent per free variable) or `"discrete"` (reverse mode by the
+      discrete adjoint of the ensemble engine's own steps: for many free variables, e.g. a
+      network, on ODEs the engine runs; see `docs/learning.md`). Default: forward for
+      least-squares solvers (their Jacobian has fewer columns than rows), checkpoint
+      otherwise.
     - `time`: the data coordinate (or CSV column) holding the times. `t0`: the time of the
       model's initial state (default: the first data time).
     - `control`: fit *steady states* instead of a time series: the name of a model

@@ -66,7 +66,7 @@ class AbstractProblem(eqx.Module):
         return ()
 
     def with_adjoint(self, adjoint: str) -> "AbstractProblem":
-        """The same problem differentiated by `adjoint` (`"checkpoint"` or `"forward"`)."""
+        """The same problem differentiated by `adjoint` (one of `_drivers.ADJOINTS`)."""
         sim = getattr(self, "sim", None)
         if sim is None or sim.adjoint == adjoint:
             return self
