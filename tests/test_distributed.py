@@ -265,39 +265,48 @@ def test_no_join_without_launch_settings(monkeypatch):
     assert dd.maybe_initialize_from_env(False) is False
 
 
-def test_importing_difsim_leaves_jax_unstarted():
+# One fresh process for both checks below: the imports, then the shipped configs checked one
+# by one (JAX's backend state printed after each step), then the join asked for last.
+UNSTARTED = """\
+import contextlib, io, sys
+import difsim, difsim.models, difsim.solvers, difsim._app._cli, difsim._app._run
+from jax._src import xla_bridge
+from difsim._app._cli import main
+print('started by the imports:', xla_bridge.backends_are_initialized())
+for path in sys.argv[1:]:
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(['check', path]) == 0, path
+    print(f'started by checking {path}:', xla_bridge.backends_are_initialized())
+print('checked', len(sys.argv) - 1)
+try:
+    difsim._sweep._distributed.maybe_initialize_from_env(True)
+except ValueError as e:
+    print('ERROR', e)
+"""
+SHIPPED_CONFIGS = sorted(str(p) for p in (ROOT / "experiments").glob("*.toml"))
+
+
+@pytest.fixture(scope="module")
+def unstarted() -> list[str]:
+    return _fresh_process(UNSTARTED, *SHIPPED_CONFIGS).splitlines()
+
+
+def test_importing_difsim_leaves_jax_unstarted(unstarted):
     # A process can only join a multi-process run before JAX starts its backend, and
     # `difsim run` joins after importing difsim: no module may compute at import time.
     # Then, asked to join with no launch settings at all, it says what is missing.
-    code = (
-        "import difsim, difsim.models, difsim.solvers, difsim._app._cli, difsim._app._run\n"
-        "from jax._src import xla_bridge\n"
-        "assert not xla_bridge.backends_are_initialized(), 'importing difsim started JAX'\n"
-        "try:\n"
-        "    difsim._sweep._distributed.maybe_initialize_from_env(True)\n"
-        "except ValueError as e:\n"
-        "    print('ERROR', e)\n"
-    )
-    out = _fresh_process(code)
-    assert "ERROR asked to join a multi-process run, but found no settings" in out
-    assert "DIFSIM_COORDINATOR" in out
+    assert unstarted[0] == "started by the imports: False"
+    (error,) = [line for line in unstarted if line.startswith("ERROR")]
+    assert "ERROR asked to join a multi-process run, but found no settings" in error
+    assert "DIFSIM_COORDINATOR" in error
 
 
-def test_checking_a_shipped_config_leaves_jax_unstarted():
+def test_checking_a_shipped_config_leaves_jax_unstarted(unstarted):
     # `difsim run` loads (and checks) its config before joining: building a stochastic
     # model, the SDE save-time check and a fit's data check must all stay on the host.
-    configs = sorted(str(p) for p in (ROOT / "experiments").glob("*.toml"))
-    code = (
-        "import contextlib, io, sys\n"
-        "from jax._src import xla_bridge\n"
-        "from difsim._app._cli import main\n"
-        "for path in sys.argv[1:]:\n"
-        "    with contextlib.redirect_stdout(io.StringIO()):\n"
-        "        assert main(['check', path]) == 0, path\n"
-        "    assert not xla_bridge.backends_are_initialized(), f'checking {path} started JAX'\n"
-        "print('checked', len(sys.argv) - 1)\n"
-    )
-    assert len(configs) > 20 and f"checked {len(configs)}" in _fresh_process(code, *configs)
+    assert len(SHIPPED_CONFIGS) > 20 and f"checked {len(SHIPPED_CONFIGS)}" in unstarted
+    checks = [f"started by checking {path}: False" for path in SHIPPED_CONFIGS]
+    assert unstarted[1 : 1 + len(checks)] == checks
 
 
 def _fresh_process(code: str, *args: str) -> str:
