@@ -141,9 +141,15 @@ def test_unnamed_axes_get_default_dims():
     np.testing.assert_allclose(data["u"][:, 1, 2], np.exp(-TS), rtol=1e-5)
 
 
-def test_batched_solution_to_xarray():
+@pytest.fixture(scope="module")
+def batched():
+    """Three rates solved in one vmapped (compiled) solve, for every batched test."""
     ks = np.array([0.2, 0.5, 1.0])
-    sols = jax.vmap(lambda k: ds.simulate(Cooling(k=k), t=TS, **TIGHT))(jnp.asarray(ks))
+    return ks, jax.vmap(lambda k: ds.simulate(Cooling(k=k), t=TS, **TIGHT))(jnp.asarray(ks))
+
+
+def test_batched_solution_to_xarray(batched):
+    ks, sols = batched
     data = sols.to_xarray(batch_dims=["k"], batch_coords={"k": ks})
     assert data["T"].dims == ("k", "time", "x") and data["status"].dims == ("k",)
     np.testing.assert_array_equal(data["k"], ks)
@@ -192,9 +198,8 @@ def test_netcdf_round_trip(sol, tmp_path):
         assert back.attrs[key] == data.attrs[key], key
 
 
-def test_batched_netcdf_round_trip(tmp_path):
-    ks = np.array([0.2, 1.0])
-    sols = jax.vmap(lambda k: ds.simulate(Cooling(k=k), t=TS, **TIGHT))(jnp.asarray(ks))
+def test_batched_netcdf_round_trip(batched, tmp_path):
+    ks, sols = batched
     data = sols.to_xarray(batch_dims=["k"], batch_coords={"k": ks})
     data.to_netcdf(tmp_path / "sweep.nc", engine="h5netcdf")
     with xr.open_dataset(tmp_path / "sweep.nc", engine="h5netcdf") as back:
