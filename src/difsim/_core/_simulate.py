@@ -32,7 +32,7 @@ from difsim._core._solution import Solution
 from difsim._core._solver_settings import SolverSettings, solver_settings
 from difsim._core._stability import check_explicit_step
 from difsim._core._state import State, is_finite_concrete
-from difsim._core._terms import check_stiff_term, model_terms, solve_controller
+from difsim._core._terms import check_stiff_term, model_terms, solve_controller, traced_tolerances
 from difsim._core._throw import raise_if_failed
 from difsim._core._vector_field import Layout, VectorField, check_rhs, check_spectrum
 from difsim._pde import constrain
@@ -192,10 +192,11 @@ def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout
     dt0 = None if settings.dt0 is None else jnp.asarray(settings.dt0, dtype)
     terms = model_terms(model, layout, settings, key, t0, t1, dt0)
     ts = None if ts is None else jnp.asarray(ts, dtype)
+    controller = solve_controller(settings, key, ts, times.final_only, t0, restarts(dfx_event),
+                                  t1=t1)  # fmt: skip
     sol = _solve(
         model, ts, t0, t1, dt0, terms=terms, solver=settings.solver,
-        controller=solve_controller(settings, key, ts, times.final_only, t0, restarts(dfx_event),
-                                    t1=t1),
+        controller=traced_tolerances(controller, dtype),
         adjoint=adjoint_obj, event=dfx_event,
         meter=solve_meter(model, times, layout) if progress else dfx.NoProgressMeter(),
         layout=layout, final_only=times.final_only, max_steps=settings.max_steps,

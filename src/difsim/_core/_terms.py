@@ -2,7 +2,9 @@
 for a stochastic model, its diffusion against a Brownian path."""
 
 import diffrax as dfx
+import equinox as eqx
 import jax
+import jax.numpy as jnp
 
 from difsim import solvers
 from difsim._core._model import Model
@@ -46,6 +48,24 @@ def check_stiff_term(model: Model, layout: Layout, solver, t0, dt0) -> None:
         lambda t, y, m: layout.unpack(stiff(t, layout.pack(y), m)), t0, t1, y0, model,
         name=f"{type(model).__name__}.rhs_stiff",
     )  # fmt: skip
+
+
+def traced_tolerances(controller, dtype):
+    """`controller` with a PID controller's Python-float `rtol`/`atol` as arrays of
+    `dtype`. A float leaf is part of the static configuration of the compiled solve
+    (`eqx.filter_jit`), so every other tolerance compiled a new program (Lorenz: about 1 s
+    each, a work-precision loop or a test of convergence orders once per tolerance); an
+    array is an argument, and the program is reused (0.004 s). The settings keep the
+    floats: sweeps hash them."""
+    if type(controller) is not dfx.PIDController:
+        return controller
+
+    def traced(tol):
+        return jnp.asarray(tol, dtype) if isinstance(tol, int | float) else tol
+
+    return eqx.tree_at(
+        lambda c: (c.rtol, c.atol), controller, (traced(controller.rtol), traced(controller.atol))
+    )
 
 
 def solve_controller(
