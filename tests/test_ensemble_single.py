@@ -83,6 +83,7 @@ def test_network_weights_gradient_against_diffrax_and_a_directional_difference()
     ("model", "kwargs", "culprit"),
     [
         (ds.models.BouncingBall(), {}, "events"),
+        (ds.models.Lorenz(), {"event": lambda t, s, m: s.x - 5.0}, "events"),
         (ds.models.OrnsteinUhlenbeck(), {"key": jax.random.key(0)}, "stochastic"),
         (ds.models.Lorenz(), {"solver": "kvaerno5"}, "no ensemble kernel"),
         (ds.models.Lorenz(), {"controller": "constant", "dt0": 0.01}, "ConstantStepSize"),

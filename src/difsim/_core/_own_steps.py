@@ -37,11 +37,12 @@ def own_steps(adjoint: Any) -> tuple[Any, Callable] | None:
 def check_own_steps(name: str, *, key, event, dense: bool, sharding, progress: bool,
                     model: Model) -> None:  # fmt: skip
     """Refuse what the engine's single-trajectory solve does not do, naming it and the
-    adjoint that does. `name`: the adjoint's name."""
+    adjoint that does. `name`: the adjoint's name. (A model's own events, and its solver
+    and controller, are the engine's to judge: `_ensemble.unsupported`.)"""
     what = None
     if key is not None:
         what = f"a stochastic model ({type(model).__name__} has diffusion)"
-    elif event is not None or getattr(type(model), "events", ()):
+    elif event is not None:
         what = "events"
     elif dense:
         what = 'save="dense"'
