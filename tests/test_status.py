@@ -18,9 +18,11 @@ from difsim._status import (
     DIFFRAX_TARGETS,
     OPTIMISTIX_TARGETS,
     Status,
+    _item,
     flag_attrs,
     library_message,
     optimistix_status,
+    result_index,
     status_from_optimistix,
     status_from_result,
 )
@@ -123,6 +125,19 @@ def test_every_library_outcome_has_a_definite_target(results, targets, convert):
     )
     codes = batched(jnp.arange(2))
     assert [Status(int(c)) for c in codes] == [Status.SUCCESS, targets["nonfinite"]]
+
+
+@pytest.mark.parametrize("results", [dfx.RESULTS, optx.RESULTS], ids=["diffrax", "optimistix"])
+def test_result_index_reads_each_members_integer_through_public_api(results):
+    # difsim reads an item's integer as the one leaf of its pytree (no equinox accessor);
+    # the reference is equinox's own private tables, so a change there fails loudly here.
+    assert len(results) == len(members(results))
+    for name, index in members(results).items():
+        assert int(result_index(getattr(results, name))) == index, name
+        assert results[_item(results, index)] == results._index_to_message[index]
+    batched = results.where(jnp.asarray(True), results.nonfinite, results.successful)
+    assert int(jax.jit(result_index)(batched)) == members(results)["nonfinite"]
+    assert library_message(results, -1).startswith("unknown")
 
 
 def test_host_side_optimistix_map_agrees_and_names_unknown_indices():

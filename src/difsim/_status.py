@@ -11,6 +11,7 @@ members share one target the library's own message stays available
 import enum
 
 import diffrax as dfx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
@@ -219,12 +220,20 @@ def max_steps_message(implicit: bool | None, mostly_rejected: bool) -> str:
     return _MAX_STEPS_BASE
 
 
-def _members(results) -> dict[str, tuple[int, str]]:
-    """`{name: (index, message)}` of an equinox enumeration (diffrax's or optimistix's
-    `RESULTS`)."""
-    # Equinox enumerations offer no public iteration; `_name_to_item` is their one list of
-    # members (what equinox itself iterates to build their docstrings).
-    return {name: (int(item._value), results[item]) for name, item in results._name_to_item.items()}
+def result_index(result) -> Int[Array, "*batch"]:
+    """The integer of an item of an equinox enumeration (diffrax's or optimistix's
+    `RESULTS`, possibly batched): the one leaf of its pytree, `0 <= index < len(results)`."""
+    # Equinox documents its enumeration items as pytrees (they pass through `jit` and
+    # `vmap`) but names no accessor for their integer; the pytree's one leaf is that integer
+    # (tests/test_status.py checks it against every member's message).
+    (index,) = jax.tree.leaves(result)
+    return index
+
+
+def _item(results, index: int):
+    """The item of `results` with integer `index`: the pytree of a member, its leaf replaced."""
+    treedef = jax.tree.structure(results.successful)
+    return jax.tree.unflatten(treedef, [np.asarray(index, np.int32)])
 
 
 # Every diffrax outcome, by name, grouped by the advice a user needs. Every member of
@@ -266,10 +275,12 @@ OPTIMISTIX_TARGETS = {
 def _table(results, targets: dict[str, Status]) -> np.ndarray:
     # Library index → Status, built once. Padded with INTERNAL (also the target of a
     # member missing from `targets`) so that a clipped lookup of any index lands there.
-    members = _members(results)
-    table = np.full(max(i for i, _ in members.values()) + 2, int(Status.INTERNAL), np.int32)
-    for name, (index, _) in members.items():
-        table[index] = int(targets.get(name, Status.INTERNAL))
+    # A name this library version lacks (an older diffrax) has nothing to map.
+    table = np.full(len(results) + 1, int(Status.INTERNAL), np.int32)
+    for name, target in targets.items():
+        member = getattr(results, name, None)
+        if member is not None:
+            table[int(result_index(member))] = int(target)
     return table
 
 
@@ -282,13 +293,13 @@ def status_from_result(result: dfx.RESULTS) -> Int[Array, "*batch"]:
     # One gather from a constant table: a chain of `jnp.where`s per outcome would be
     # duplicated by XLA into every output masked by the status (see docs/benchmarks.md).
     # mode="clip", not "fill": no per-element bounds predicate (the padding covers it).
-    return jnp.take(jnp.asarray(_DIFFRAX_TABLE), result._value, mode="clip")
+    return jnp.take(jnp.asarray(_DIFFRAX_TABLE), result_index(result), mode="clip")
 
 
 def status_from_optimistix(result: optx.RESULTS) -> Int[Array, "*batch"]:
     """Map an optimistix `RESULTS` value of a root find (possibly batched) to a
     [`Status`][] integer array."""
-    return jnp.take(jnp.asarray(_OPTIMISTIX_TABLE), result._value, mode="clip")
+    return jnp.take(jnp.asarray(_OPTIMISTIX_TABLE), result_index(result), mode="clip")
 
 
 def optimistix_status(index: int) -> Status:
@@ -300,9 +311,8 @@ def optimistix_status(index: int) -> Status:
 def library_message(results, index: int) -> str:
     """The library's own message for outcome `index` of `results` (`diffrax.RESULTS` or
     `optimistix.RESULTS`): what a [`Status`][] shared by several outcomes leaves out."""
-    for i, message in _members(results).values():
-        if i == index:
-            return message
+    if 0 <= index < len(results):
+        return str(results[_item(results, index)])
     return f"unknown {results.__module__}.{results.__qualname__} outcome {index}"
 
 

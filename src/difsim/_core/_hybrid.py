@@ -40,7 +40,7 @@ from difsim._core._event_guard import (
 from difsim._core._event_plan import EventPlan
 from difsim._core._event_record import EventRecord, RecordBuffer
 from difsim._core._vector_field import Layout
-from difsim._status import Status, status_from_result
+from difsim._status import Status, result_index, status_from_result
 
 
 class HybridSolution(NamedTuple):
@@ -313,7 +313,8 @@ def _pass(ctx: _Context, c: _Carry) -> _Carry:
         watch=pick(watch, c.watch, apply & root_fired),
         record=c.record.add(apply, t_stop, which, y_stop, y_after),
         dense=None if c.dense is None else c.dense.append(sol.interpolation, live),
-        status=status, result=jnp.where(failed, sol.result._value, c.result).astype(jnp.int32),
+        status=status,
+        result=jnp.where(failed, result_index(sol.result), c.result).astype(jnp.int32),
         done=c.done | over | failed | stopped | limit | stop_here | finished, stats=steps,
     )  # fmt: skip
 

@@ -25,6 +25,7 @@ from difsim._status import (
     Status,
     library_message,
     optimistix_status,
+    result_index,
     status_from_optimistix,
 )
 
@@ -130,4 +131,4 @@ def solve_steady_state(
     status = status_from_optimistix(result)
     ok = status == Status.SUCCESS
     y = jax.tree.map(lambda v: jnp.where(ok, v, jnp.nan), sol.value)
-    return layout.view(y), status, result._value
+    return layout.view(y), status, result_index(result)

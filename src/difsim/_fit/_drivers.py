@@ -18,6 +18,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from difsim._fit._lm import TrustRegionLM
 from difsim._fit._problem import AbstractProblem
+from difsim._status import result_index
 
 OPTAX_OPTIMIZERS = {
     "adam": optax.adam,
@@ -300,7 +301,7 @@ class OptimistixDriver(AbstractDriver):
         if loss is None:
             loss = problem.loss(new_u)
         converged = terminate & (result == optx.RESULTS.successful)
-        index = jnp.asarray(result._value, jnp.int32)
+        index = jnp.asarray(result_index(result), jnp.int32)
         return Step(new_u, self._dynamic(new_state), new_u, loss, gnorm, converged, index)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from difsim._compat import zarr_sync
 from difsim._sweep._layout import OutputLayout
 from difsim._sweep._location import StoreLocation
 
@@ -101,11 +102,9 @@ def create(location: StoreLocation, layout: OutputLayout, size: int, attrs: dict
     exist): the arrays, every coordinate, then the bookkeeping, then the consolidated
     metadata. The bookkeeping array is created after the coordinates are written, so its
     presence says the store was created completely ([`is_complete`][])."""
-    from zarr.core.sync import sync
-
     # One coroutine on zarr's event loop: the arrays are created, and the coordinates
     # written, concurrently rather than one round trip each.
-    sync(_create(location, layout, size, attrs))
+    zarr_sync(_create(location, layout, size, attrs))
     consolidate(location)
 
 
@@ -243,12 +242,10 @@ def in_order(*stages: list) -> list:
     results."""
     import asyncio
 
-    from zarr.core.sync import sync
-
     async def run():
         results: list = []
         for stage in stages:
             results = await asyncio.gather(*stage)
         return results
 
-    return sync(run())
+    return zarr_sync(run())
