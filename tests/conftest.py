@@ -19,6 +19,13 @@ os.environ.setdefault("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01T00:00:00Z
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
+import difsim  # noqa: E402
+
+# The suite runs as `difsim run` does, with XLA:CPU's loop option (`difsim.tune_xla`): the
+# engine's loops compile to single kernels, which is also what keeps the suite's CPU time
+# down. `import difsim` alone leaves XLA_FLAGS alone (tests/test_xla.py).
+difsim.tune_xla()
+
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 

@@ -7,7 +7,8 @@ purpose: `importlib`, the standard-library module the old `__init__.py` happened
 the namespace; `wants_split_terms` was added to `difsim.solvers`; issue 13 added the
 stochastic models: `Noise`, `brownian_path`, `KalmanLikelihood`, `SimulatedMoments`, three
 SDE zoo models and the SDE solver table; issue 28 added equation discovery: `discover`,
-`Discovery`, `PolynomialLibrary`, `FunctionLibrary`.)"""
+`Discovery`, `PolynomialLibrary`, `FunctionLibrary`; issue 32 added `tune_xla`, the opt-in
+that `import difsim` no longer applies itself.)"""
 
 import inspect
 
@@ -93,6 +94,7 @@ DIFSIM = {
     "steady_state": "function",
     "sweep": "function",
     "to_xarray": "function",
+    "tune_xla": "function",
     "wavenumbers": "function",
 }
 

@@ -1,4 +1,5 @@
-"""`difsim._xla`: the XLA option `import difsim` sets, and when it leaves XLA alone."""
+"""`difsim._xla`: the XLA option `difsim.tune_xla` sets (never `import difsim`), and when it
+leaves XLA alone."""
 
 import os
 import subprocess
@@ -13,10 +14,11 @@ from difsim import _xla
 PROBE = textwrap.dedent(
     """
     import os, sys
-    if sys.argv[1] == "late":  # a JAX computation before difsim is imported
-        import jax.numpy as jnp
-        jnp.ones(2).block_until_ready()
     import difsim, jax, jax.numpy as jnp
+    if sys.argv[1] == "late":  # a JAX computation before tune_xla
+        jnp.ones(2).block_until_ready()
+    if sys.argv[1] != "import":
+        difsim.tune_xla()
     loop = jax.jit(lambda x: jax.lax.fori_loop(0, 10, lambda i, c: c * 1.01 + 1.0, x))
     text = loop.lower(jnp.ones(4096, jnp.float32)).compile().as_text()
     print(difsim._xla.state, "xla_cpu_small_call" in text, os.environ.get("XLA_FLAGS", ""))
@@ -62,11 +64,12 @@ def test_the_switch_and_the_users_own_value_leave_xla_flags_alone(monkeypatch, v
     assert _xla.tune() == "user" and os.environ["XLA_FLAGS"] == own
 
 
-def test_import_difsim_compiles_small_loops_as_one_kernel():
+def test_tune_xla_compiles_small_loops_as_one_kernel_and_import_alone_does_not():
     # Fresh processes: XLA reads XLA_FLAGS once, when JAX starts its backends.
-    state, single, flags = _probe("default")
+    state, single, flags = _probe("tune")
     assert (state, single) == ("set", "True")
     assert flags == f"--xla_backend_extra_options={_xla.OPTION}={_xla.THRESHOLD}"
-    assert _probe("default", DIFSIM_XLA_TUNING="0")[:2] == ["off", "False"]
-    # JAX already running when difsim is imported: too late, XLA's default stays.
+    assert _probe("import") == ["False"]  # no state, no option, no XLA_FLAGS
+    assert _probe("tune", DIFSIM_XLA_TUNING="0")[:2] == ["off", "False"]
+    # JAX already running when tune_xla is called: too late, XLA's default stays.
     assert _probe("late")[:2] == ["late", "False"]

@@ -23,6 +23,12 @@ from typing import Any
 
 import jax
 
+import difsim
+
+# A benchmark's process is difsim's own, as `difsim run`'s is: XLA:CPU compiles the engine's
+# loops as single kernels (`difsim.tune_xla`; `DIFSIM_XLA_TUNING=0` measures without).
+difsim.tune_xla()
+
 VERSIONED = ("jax", "jaxlib", "diffrax", "equinox", "numpy", "scipy", "difsim")
 
 

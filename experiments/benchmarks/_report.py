@@ -135,7 +135,7 @@ def render_header(report: dict) -> str:
             f"JAX backend {m['jax_backend']}; load average at start {m['loadavg']}",
             "- versions: " + ", ".join(f"{k} {x}" for k, x in v.items()),
             f"- command: `{report['command']}`",
-            # What XLA ran with: `import difsim` adds its loop threshold (difsim/_xla.py).
+            # What XLA ran with: `_common` calls `difsim.tune_xla()` (difsim/_xla.py).
             f"- XLA_FLAGS: `{m.get('xla_flags') or '(none)'}`",
         ]
     )

@@ -31,6 +31,8 @@ import numpy as np
 import difsim as ds
 from difsim.models import DoubleWellLangevin
 
+ds.tune_xla()  # as `difsim run` does (the benchmarks' `_common` does the same)
+
 jax.config.update("jax_enable_x64", True)
 
 

@@ -5,8 +5,7 @@ labelled `xarray.Dataset`. Models are pytrees, so `jax.jit`, `jax.vmap` and `jax
 compose with everything here.
 """
 
-# `_xla` first: importing it sets XLA_FLAGS, which XLA reads when JAX starts its backends.
-from difsim import _xla as _xla, models as models, solvers as solvers
+from difsim import models as models, solvers as solvers
 from difsim._app import run_config as run_config
 from difsim._config import (
     ConfigError as ConfigError,
@@ -92,5 +91,6 @@ from difsim._sweep import (
     ZipSweep as ZipSweep,
     sweep as sweep,
 )
+from difsim._xla import tune_xla as tune_xla
 
 __version__ = _difsim_version()

@@ -1,4 +1,4 @@
-"""The one XLA option difsim sets for its process: whole while loops as single CPU kernels.
+"""The one XLA option difsim offers: whole while loops as single CPU kernels (opt-in).
 
 XLA:CPU runs a while loop's body kernel by kernel, one runtime task ("thunk") per fused
 kernel, unless the loop's memory footprint is below `xla_cpu_small_while_loop_byte_threshold`
@@ -13,16 +13,20 @@ default gradient of a Lorenz sweep loss in (σ, β) 5x less; every shipped confi
 faster ("2026-11-28, late"). The exception is `jnp.roll`, which XLA compiles to slower code
 inside one kernel: a Lorenz-96 ensemble takes 1.1x more. Results are the same to rounding.
 
-XLA reads `XLA_FLAGS` once, when JAX starts its backends, so importing this module (the
-first thing `import difsim` does) adds the option to `XLA_FLAGS`, unless:
+Importing difsim changes nothing: the option goes into `XLA_FLAGS` only when
+[`tune_xla`][] is called (the `difsim` command calls it first thing, for its own process;
+a script or notebook calls it before its first JAX computation). XLA reads `XLA_FLAGS`
+once, when JAX starts its backends, and its compile options cannot carry this backend
+option per program (jax 0.10: `compiler_options={"xla_backend_extra_options": ...}` is
+refused), so the setting is the process's, which is why it is left to the process's owner.
+`tune_xla` leaves `XLA_FLAGS` alone when:
 
 - `DIFSIM_XLA_TUNING` is `0`, `off`, `false` or `no` (left to XLA's default);
 - `XLA_FLAGS` already sets the threshold (the user's value stands);
 - JAX has already started its backends (too late: XLA's default stays for this process;
-  import difsim before running JAX code, or set `XLA_FLAGS` yourself).
+  call it before running JAX code, or set `XLA_FLAGS` yourself).
 
-Nothing here imports JAX: importing it does not start a backend, but this module must not
-depend on what the rest of difsim imports first.
+Nothing here imports JAX: importing it does not start a backend.
 """
 
 import logging
@@ -61,7 +65,7 @@ def with_option(flags: str, threshold: int = THRESHOLD) -> str:
 
 def tune() -> str:
     """Add the loop threshold to `XLA_FLAGS` where the module docstring says; returns (and
-    records in `state`) what it did."""
+    records in `state`) what it did. The public face is [`tune_xla`][]."""
     global state
     flags = os.environ.get("XLA_FLAGS", "")
     if os.environ.get(ENV, "").strip().lower() in ("0", "off", "false", "no"):
@@ -71,8 +75,8 @@ def tune() -> str:
     elif _backends_started():
         state = "late"
         logger.info(
-            "JAX started its backends before difsim was imported: XLA:CPU runs the ensemble "
-            "engine's loops kernel by kernel in this process (slower; see %s in "
+            "JAX started its backends before difsim.tune_xla() was called: XLA:CPU runs the "
+            "ensemble engine's loops kernel by kernel in this process (slower; see %s in "
             "docs/sweeps.md)",
             ENV,
         )
@@ -83,9 +87,36 @@ def tune() -> str:
 
 
 def _backends_started() -> bool:
+    # JAX has no public "backends started?" (asking `jax.devices()` would start them), so
+    # this reads one private function, only to warn: should it move, `tune` reports "set"
+    # where it was too late, and tests/test_xla.py's "late" probe fails naming it.
     bridge = sys.modules.get("jax._src.xla_bridge")
     started = getattr(bridge, "backends_are_initialized", None)
     return bool(started is not None and started())
 
 
-tune()  # on import, first thing in `difsim/__init__.py`
+def tune_xla() -> str:
+    """Let XLA:CPU compile the ensemble engine's step loops as single kernels in this
+    process: adds `--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=
+    4194304` to `XLA_FLAGS` (merged into extra options already there). Importing difsim
+    does not do it; the `difsim` command does, for its own process.
+
+    Call it before the first JAX computation of the process: XLA reads `XLA_FLAGS` once,
+    when JAX starts its backends. On a 2-core Xeon, CPU time (docs/sweeps.md): a Lorenz
+    ensemble of 10⁴ lanes 7.4 → 4.5 ms, Robertson with `rodas5p` 175 → 50 ms, the gradient
+    of a Lorenz sweep loss 44 → 8.5 ms; an ensemble whose right-hand side uses `jnp.roll`
+    ~1.1x slower. It also applies to the process's other JAX programs: any while loop over
+    up to 4 MiB runs as one kernel, on one core.
+
+    **Returns:** what it did: `"set"`; `"user"` (`XLA_FLAGS` already sets the threshold:
+    left alone); `"off"` (`DIFSIM_XLA_TUNING=0`); `"late"` (JAX had started its backends:
+    nothing changed, the `difsim` logger says so at INFO level).
+
+    Example:
+        ```python
+        import difsim as ds
+
+        ds.tune_xla()  # first thing in a script, before any JAX computation
+        ```
+    """
+    return tune()

@@ -33,12 +33,6 @@ import abc
 from typing import ClassVar
 
 import equinox as eqx
-import jax
-import jax.numpy as jnp
-from jax._src import core as _jax_core
-from jax._src.custom_derivatives import linear_call_p as _linear_call_p
-from jax._src.interpreters import batching as _batching
-from jax.custom_derivatives import linear_call
 
 
 class AbstractEnsembleAdjoint(eqx.Module):
@@ -185,39 +179,3 @@ def make_adjoint(adjoint: "str | AbstractEnsembleAdjoint") -> AbstractEnsembleAd
         f"adjoint must be one of {', '.join(repr(k) for k in ADJOINTS)} or an ensemble "
         f"adjoint object, got {adjoint!r}"
     )
-
-
-def _batch_linear_call(axis_data, args, dims, *, callee, transpose_thunk, **params):
-    """vmap of JAX's `linear_call` primitive, which has no batching rule of its own (jax
-    0.10): the batched call is another `linear_call`, of the map and of its transpose each
-    vmapped. Residuals keep their batching (a residual that is not batched, such as the
-    checkpoints of a solve, is not copied per batch element); linear inputs and outputs
-    are all batched. Needed for `jax.jacfwd` and `jax.vmap(jax.grad(...))` through the
-    reverse-mode path."""
-    if all(d is None for d in dims):
-        out = _linear_call_p.bind(*args, callee=callee, transpose_thunk=transpose_thunk, **params)
-        return out, [None] * len(out)
-    size = axis_data.size
-    n_fixed = params["num_callee_consts"] + params["num_res"]
-    fixed, fixed_axes = args[:n_fixed], list(dims[:n_fixed])
-    lin = [
-        jnp.broadcast_to(a, (size, *jnp.shape(a))) if d is None else jnp.moveaxis(a, d, 0)
-        for a, d in zip(args[n_fixed:], dims[n_fixed:])
-    ]
-    n_consts = params["num_callee_consts"]
-
-    def forward(fixed, x):
-        run = lambda fixed, x: _jax_core.jaxpr_as_fun(callee)(*fixed, *x)  # noqa: E731
-        return jax.vmap(run, in_axes=(fixed_axes, 0))(fixed, x)
-
-    def transpose(fixed, ct):
-        jaxpr, t_consts = transpose_thunk()
-        run = lambda res, ct: _jax_core.jaxpr_as_fun(jaxpr)(*t_consts, *res, *ct)  # noqa: E731
-        return jax.vmap(run, in_axes=(fixed_axes[n_consts:], 0))(fixed[n_consts:], list(ct))
-
-    out = linear_call(forward, transpose, list(fixed), lin)
-    return out, [0] * len(out)
-
-
-if _linear_call_p not in _batching.fancy_primitive_batchers:
-    _batching.fancy_primitive_batchers[_linear_call_p] = _batch_linear_call
