@@ -151,6 +151,20 @@ def test_status_per_lane():
     assert ds.Status.MAX_STEPS in [ds.Status(int(s)) for s in few.status]
 
 
+def test_throw_names_the_failed_lanes_eagerly_and_under_jit():
+    # As `test_status_per_lane`'s first case: lanes 1 and 3 turn NaN.
+    c = jnp.array([2.0, 0.5, 1.5, 0.3])
+    run = lambda c, **kw: simulate_ensemble(  # noqa: E731
+        Root(), {"c": c}, t0=0.0, t1=1.0, save="final", rtol=1e-8, atol=1e-8, **kw
+    )
+    with pytest.raises(ds.SolveError, match=r"2 of 4 lanes; the first, lane 1, \[NONFINITE\]"):
+        run(c, throw=True)
+    with pytest.raises(Exception, match="a lane failed"):
+        jax.block_until_ready(jax.jit(lambda c: run(c, throw=True).ys["x"])(c))
+    ok = run(c[jnp.array([0, 2])], throw=True)  # every lane succeeds: returned as is
+    np.testing.assert_array_equal(ok.status, [0, 0])
+
+
 def test_vector_state_and_initial_state_from_parameters():
     # Kepler's initial state follows from the eccentricity: each lane's is its own.
     e = jnp.array([0.0, 0.3, 0.6])
@@ -195,6 +209,13 @@ def test_bad_input_is_a_clear_error():
         simulate_ensemble(LORENZ, {"rho": RHO, "sigma": RHO[:3]}, t0=0.0, t1=1.0)
     with pytest.raises(ValueError, match="shape"):
         simulate_ensemble(LORENZ, {"rho": 1.0}, t0=0.0, t1=1.0)
+    # simulate's arguments the engine cannot follow are refused by name.
+    with pytest.raises(ValueError, match="event= is not supported.*jax.vmap"):
+        simulate_ensemble(LORENZ, {"rho": RHO}, t0=0.0, t1=1.0, event=lambda t, y: y["x"])
+    with pytest.raises(ValueError, match="controller ConstantStepSize"):
+        simulate_ensemble(LORENZ, {"rho": RHO}, t0=0.0, t1=1.0, controller="constant", dt0=0.01)
+    with pytest.raises(TypeError, match="throw must be True or False"):
+        simulate_ensemble(LORENZ, {"rho": RHO}, t0=0.0, t1=1.0, throw="yes")
 
 
 def test_a_repeated_call_reuses_the_compiled_solve():

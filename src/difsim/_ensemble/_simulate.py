@@ -33,6 +33,7 @@ from difsim._ensemble._loop import Plan
 from difsim._ensemble._sde_loop import KEY_DATA, SDEPlan
 from difsim._ensemble._select import controller_for, method_for, sde_method_for, unsupported
 from difsim._ensemble._solve import Config, default_block, default_sde_block, solve_jit
+from difsim._status import SolveError, Status
 
 
 def simulate_ensemble(
@@ -47,11 +48,14 @@ def simulate_ensemble(
     rtol: float | None = None,
     atol: float | None = None,
     dt0: RealScalarLike | None = None,
+    controller: Any = None,
     max_steps: int | None = None,
     block_size: int | None = None,
     adjoint: str | AbstractEnsembleAdjoint = "auto",
     keys: ArrayLike | None = None,
     brownian: str | None = None,
+    event: Any = None,
+    throw: bool = False,
 ) -> Solution:
     """Solve many trajectories of `model` at once with the ensemble engine.
 
@@ -82,6 +86,17 @@ def simulate_ensemble(
     - `brownian`: for a stochastic model, `"steps"` (required: the engine draws each fixed
       step's increment from the lane's key; see "Brownian paths" in `docs/stochastic.md`).
 
+    - `controller`: as [`simulate`][]'s, where the engine can follow it: the default, or
+      an integral-only `diffrax.PIDController` without `dtmin`/`dtmax` or its own norm
+      (anything else is refused, naming what the engine does instead).
+    - `event`: refused (the engine does not locate events): `jax.vmap(ds.simulate)` or
+      `ds.sweep(..., engine="diffrax")` solve models with events.
+    - `throw`: `True` raises [`SolveError`][difsim.SolveError] when any lane failed,
+      naming how many and the first one with its status; default `False`, unlike
+      `simulate`: an ensemble reports each lane's failure in `status` (`(lanes,)`), and a
+      sweep keeps the other lanes. Under `jax.jit` or `jax.vmap` the check is compiled
+      into the outputs (equinox's runtime error, the same message).
+
     `solver` is one of `"tsit5"` (default), `"dopri5"`, `"bosh3"`, `"dopri8"`, or
     `"rodas5p"` for stiff models (a Rosenbrock method: one Jacobian and LU per lane and
     step, for small systems), or the solver instance, with the adaptive PID controller.
@@ -98,8 +113,17 @@ def simulate_ensemble(
         raise TypeError(
             f"simulate_ensemble expects a difsim.Model instance, got {type(model).__name__}"
         )
+    if event is not None:
+        raise ValueError(
+            "simulate_ensemble: event= is not supported (the ensemble engine does not "
+            "locate events); use jax.vmap(ds.simulate) or ds.sweep(..., engine='diffrax')"
+        )
+    if not isinstance(throw, bool):
+        raise TypeError(f"throw must be True or False, got {throw!r}")
     times = SaveSpec(t, t0=t0, t1=t1, save=save)
     given = dict(solver=solver, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps)
+    if controller is not None:
+        given["controller"] = controller
     settings, keys = _stochastic(model, times, given, keys, brownian)
     if settings is None:
         settings = solver_settings(model, **given)
@@ -115,7 +139,31 @@ def simulate_ensemble(
     check_rhs(model, Layout.of(model.initial_state()), "rhs")
     lanes = None if keys is None else keys.shape[0]
     points = check_points(model, points, lanes)
-    return run_ensemble(model, points, times, settings, block_size, adjoint, keys)
+    sol = run_ensemble(model, points, times, settings, block_size, adjoint, keys)
+    return _raise_if_any_failed(sol, type(model).__name__) if throw else sol
+
+
+def _raise_if_any_failed(sol: Solution, name: str) -> Solution:
+    """`sol`, after raising [`SolveError`][difsim.SolveError] if a lane failed (an eager
+    call), or with the same check guarding every output (under a trace)."""
+    good = (sol.status == Status.SUCCESS) | (sol.status == Status.EVENT)
+    try:
+        status = np.asarray(sol.status)
+    except jax.errors.TracerArrayConversionError:
+        message = f"simulate_ensemble({name}): a lane failed; throw=False reports each status"
+        bad = ~jnp.all(good)
+        return jax.tree.map(lambda x: eqx.error_if(x, bad, message), sol)
+    failed = np.flatnonzero(~np.asarray(good))
+    if failed.size == 0:
+        return sol
+    first = Status(int(status[failed[0]]))
+    raise SolveError(
+        f"simulate_ensemble({name}) failed in {failed.size:,} of {status.size:,} lanes; the "
+        f"first, lane {failed[0]}, [{first.name}]: {first.message} (throw=False returns "
+        "every lane's status)",
+        status=first,
+        solution=sol,
+    )
 
 
 def _stochastic(model: Model, times: SaveSpec, given: dict, keys, brownian):
