@@ -112,11 +112,13 @@ def tune_xla() -> str:
     left alone); `"off"` (`DIFSIM_XLA_TUNING=0`); `"late"` (JAX had started its backends:
     nothing changed, the `difsim` logger says so at INFO level).
 
-    Example:
-        ```python
-        import difsim as ds
+    **Example:**
 
-        ds.tune_xla()  # first thing in a script, before any JAX computation
-        ```
+    ```python
+    import difsim as ds
+
+    done = ds.tune_xla()  # first thing in a script, before any JAX computation
+    assert done in ("set", "user", "off", "late")
+    ```
     """
     return tune()

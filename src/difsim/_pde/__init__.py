@@ -29,17 +29,19 @@ from difsim._pde._poisson import (
     solve_poisson as solve_poisson,
 )
 from difsim._pde._spectral import (
-    dealias as dealias,
-    dealias_mask as dealias_mask,
-    derivative_symbol as derivative_symbol,
     inverse_laplacian as inverse_laplacian,
-    inverse_laplacian_symbol as inverse_laplacian_symbol,
     irfftn as irfftn,
-    laplacian_symbol as laplacian_symbol,
     rfftn as rfftn,
     spectral_derivative as spectral_derivative,
     spectral_gradient as spectral_gradient,
     spectral_laplacian as spectral_laplacian,
     spectrum_shape as spectrum_shape,
     wavenumbers as wavenumbers,
+)
+from difsim._pde._symbols import (
+    dealias as dealias,
+    dealias_mask as dealias_mask,
+    derivative_symbol as derivative_symbol,
+    inverse_laplacian_symbol as inverse_laplacian_symbol,
+    laplacian_symbol as laplacian_symbol,
 )

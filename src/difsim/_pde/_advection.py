@@ -178,6 +178,19 @@ def conservative_divergence(
     **Returns:**
 
     $\nabla\cdot F(u)$, shaped like `u` (units of $F$ per length); $u_t = -\nabla\cdot F$.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid(128, extent=2 * jnp.pi)
+    u = 1.5 + jnp.sin(grid.axis("x"))
+    # Burgers: F(u) = u²/2, so ∇·F = u ∂u/∂x; `speed` is F'(u), the upwind direction.
+    div = ds.conservative_divergence(u, lambda u: u**2 / 2, grid, speed=lambda u: u)
+    assert jnp.allclose(div, u * jnp.cos(grid.axis("x")), atol=1e-4)
+    ```
     """
     _check_scheme(scheme, limiter)
     u = prepare_field(u, grid, "u", bc)
@@ -234,6 +247,18 @@ def advection(
     **Returns:**
 
     $-\nabla\cdot(\mathbf c u)$, shaped like `u` (units of `u` per time).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid(128, extent=2 * jnp.pi)
+    x = grid.axis("x")
+    tendency = ds.advection(jnp.sin(x), 2.0, grid)  # -∂(c u)/∂x with c = 2
+    assert jnp.allclose(tendency, -2 * jnp.cos(x), atol=1e-4)
+    ```
     """
     _check_scheme(scheme, limiter)
     u = prepare_field(u, grid, "u", bc)

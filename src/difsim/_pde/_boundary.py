@@ -26,6 +26,15 @@ class BoundaryCondition(eqx.Module):
 
     Each condition fills its own ghost cells (`ghosts`), so a new kind
     of boundary is one new subclass: nothing else dispatches on the kind.
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    sides = (ds.Periodic(), ds.Dirichlet(0.0), ds.Neumann(1.0))
+    assert all(isinstance(bc, ds.BoundaryCondition) for bc in sides)
+    ```
     """
 
     @abc.abstractmethod
@@ -52,7 +61,19 @@ class BoundaryCondition(eqx.Module):
 
 
 class Periodic(BoundaryCondition):
-    """Periodic axis: the field wraps around (must be set on both sides of the axis)."""
+    """Periodic axis: the field wraps around (must be set on both sides of the axis).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid(64, extent=2 * jnp.pi, bc=ds.Periodic())  # the default
+    u = jnp.cos(grid.axis("x"))
+    assert jnp.allclose(ds.laplacian(u, grid), -u, atol=1e-3)  # wraps across x = 0
+    ```
+    """
 
     def describe(self) -> str:
         return "periodic"
@@ -158,7 +179,19 @@ class _AbstractValueCondition(_AbstractPolynomialGhosts):
 
 
 class Dirichlet(_AbstractValueCondition):
-    """Fixed value at the boundary face: `u = value` (units of the field)."""
+    """Fixed value at the boundary face: `u = value` (units of the field).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid(50, bc={"x-": ds.Dirichlet(1.0), "x+": ds.Dirichlet(3.0)})  # on [0, 1]
+    u = ds.solve_poisson(jnp.zeros(50), grid)  # ∇²u = 0: the line from 1 to 3
+    assert jnp.allclose(u, 1.0 + 2.0 * grid.axis("x"), atol=1e-5)
+    ```
+    """
 
     value: Any = 0.0
 
@@ -175,6 +208,17 @@ class Neumann(_AbstractValueCondition):
 
     `n` points out of the domain, so on the low side `∂u/∂n = -∂u/∂x`. `value = 0` is a
     no-flux (insulated) boundary.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid(100, bc=ds.Neumann(0.0))  # no flux through either end of [0, 1]
+    u = jnp.cos(jnp.pi * grid.axis("x"))  # ∂u/∂x = 0 at both ends
+    assert jnp.allclose(ds.laplacian(u, grid), -jnp.pi**2 * u, atol=1e-2)
+    ```
     """
 
     value: Any = 0.0

@@ -28,6 +28,18 @@ def domain_sharding(
 
     **Returns:** the sharding of one field of shape `grid.shape`; `simulate(..., sharding=)`
     applies it to every state variable on the grid.
+
+    **Example:**
+
+    ```python
+    import jax
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid((64, 64))
+    u = jax.device_put(jnp.zeros(grid.shape), ds.domain_sharding(grid))  # all devices
+    assert u.sharding.mesh.axis_names == ("x", "y")
+    ```
     """
     devices = list(jax.devices() if devices is None else devices)
     if mesh_shape is None:

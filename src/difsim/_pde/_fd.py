@@ -92,6 +92,17 @@ def derivative(
     **Returns:**
 
     An array shaped like `u`, in units of `u` per unit length.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid(64, extent=2 * jnp.pi)
+    x = grid.axis("x")
+    assert jnp.allclose(ds.derivative(jnp.sin(x), grid, "x", order=4), jnp.cos(x), atol=1e-4)
+    ```
     """
     order = _check_order(order)
     u = prepare_field(u, grid, "u", bc)
@@ -112,6 +123,18 @@ def gradient(
     **Returns:**
 
     A tuple of `grid.ndim` arrays shaped like `u`.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid((64, 64), extent=2 * jnp.pi)
+    x, y = grid.mesh()
+    gx, gy = ds.gradient(jnp.sin(x) * jnp.cos(y), grid, order=4)
+    assert jnp.allclose(gy, -jnp.sin(x) * jnp.sin(y), atol=1e-4)
+    ```
     """
     order = _check_order(order)
     u = prepare_field(u, grid, "u", bc)
@@ -141,6 +164,18 @@ def divergence(
     **Returns:**
 
     An array of shape `(*batch, *grid.shape)`.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid((64, 64), extent=2 * jnp.pi)
+    x, y = grid.mesh()
+    div = ds.divergence((jnp.sin(x), jnp.cos(y)), grid, order=4)
+    assert jnp.allclose(div, jnp.cos(x) - jnp.sin(y), atol=1e-4)
+    ```
     """
     order = _check_order(order)
     if grid.ndim == 1 and not isinstance(v, (list, tuple)):
@@ -184,6 +219,17 @@ def laplacian(
     **Returns:**
 
     An array shaped like `u`, in units of `u` per length².
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid(64, extent=2 * jnp.pi)  # periodic
+    u = jnp.sin(grid.axis("x"))
+    assert jnp.allclose(ds.laplacian(u, grid, order=4), -u, atol=1e-4)  # ∇² sin x = -sin x
+    ```
     """
     order = _check_order(order)
     u = prepare_field(u, grid, "u", bc)
@@ -218,6 +264,17 @@ def biharmonic(
     **Returns:**
 
     An array shaped like `u`, in units of `u` per length⁴.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid(32, extent=2 * jnp.pi)
+    u = jnp.sin(grid.axis("x"))
+    assert jnp.allclose(ds.biharmonic(u, grid, order=4), u, atol=2e-3)  # ∇⁴ sin x = sin x
+    ```
     """
     order = _check_order(order)
     for dim, (low, high) in zip(grid.dims, grid.bc):

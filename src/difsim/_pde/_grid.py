@@ -90,6 +90,16 @@ class Grid(eqx.Module):
     - `dims`: axis names (default `("x", "y", "z")[:ndim]`); they label outputs.
     - `units`: the units of the coordinates, extent and origin, a UDUNITS string written
       on the output's coordinates (default `"1"`: dimensionless, model units; e.g. `"m"`).
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    grid = ds.Grid((64, 32), extent=(2.0, 1.0), bc={"x": ds.Periodic(), "y": ds.Dirichlet(0.0)})
+    x, y = grid.mesh()  # each of shape (64, 32)
+    assert grid.dx == (2.0 / 64, 1.0 / 32) and x.shape == grid.shape
+    ```
     """
 
     shape: tuple[int, ...] = eqx.field(static=True)

@@ -77,6 +77,18 @@ def solve_poisson(
     Differentiable with respect to `f` and the boundary values (lineax solves have
     implicit derivatives), and works under `jax.jit`/`jax.vmap`. If an iterative method
     fails to converge, an `EquinoxRuntimeError` names it and suggests what to change.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid(64, bc=ds.Dirichlet(0.0))  # on [0, 1], u = 0 at both ends
+    x = grid.axis("x")
+    u = ds.solve_poisson(-jnp.pi**2 * jnp.sin(jnp.pi * x), grid)
+    assert jnp.allclose(u, jnp.sin(jnp.pi * x), atol=1e-3)  # second order: error ~ h²
+    ```
     """
     if not isinstance(grid, Grid):
         raise TypeError(f"grid must be a ds.Grid, got {type(grid).__name__}")

@@ -63,6 +63,16 @@ def wavenumbers(grid: Grid, *, dtype=None) -> tuple[Float[Array, "..."], ...]:
     axis `i` and 1 elsewhere, so each broadcasts against the spectrum of one field (shape
     `(n_0, ..., n_{d-1} // 2 + 1)`). Full axes are in `fftfreq` order (the Nyquist mode of
     an even `n` is negative); the last axis holds `0, 1, ..., n // 2` (`rfftfreq`).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    (k,) = ds.wavenumbers(ds.Grid(8, extent=4 * jnp.pi))  # k = 2π m / L
+    assert jnp.allclose(k, jnp.array([0.0, 0.5, 1.0, 1.5, 2.0]))
+    ```
     """
     _require_periodic(grid, "wavenumbers")
     dtype = jnp.zeros((), dtype).dtype if dtype is None else dtype
@@ -79,6 +89,18 @@ def rfftn(u: Float[Array, "*shape"], grid: Grid) -> Complex[Array, "*spectrum"]:
 
     **Returns:** the complex spectrum, shape `(*batch, n_0, ..., n_{d-1} // 2 + 1)`, with the
     unnormalised convention of `jnp.fft.rfftn` (the zero mode is the sum of `u`).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid((16, 8))
+    u = jnp.arange(128.0).reshape(16, 8) / 128
+    u_hat = ds.rfftn(u, grid)  # modes of the last axis halved: (16, 5)
+    assert u_hat.shape == (16, 5) and jnp.allclose(ds.irfftn(u_hat, grid), u, atol=1e-6)
+    ```
     """
     _require_periodic(grid, "rfftn")
     grid.check(u, "u")
@@ -92,6 +114,17 @@ def irfftn(u_hat: Complex[Array, "*spectrum"], grid: Grid) -> Float[Array, "*sha
 
     - `u_hat`: spectrum, shape `(*batch, n_0, ..., n_{d-1} // 2 + 1)`.
     - `grid`: a periodic grid.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid(16, extent=2 * jnp.pi)
+    u_hat = jnp.zeros(9, complex).at[1].set(-8j)  # the modes of sin x on 16 points
+    assert jnp.allclose(ds.irfftn(u_hat, grid), jnp.sin(grid.axis("x")), atol=1e-6)
+    ```
     """
     _require_periodic(grid, "irfftn")
     expected = spectrum_shape(grid)
@@ -158,6 +191,18 @@ def spectral_derivative(
     - `order`: derivative order, an integer `>= 0`.
 
     **Returns:** an array like `u` (units of `u` / lengthᵐ).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid(64, extent=2 * jnp.pi)
+    x = grid.axis("x")
+    d2 = ds.spectral_derivative(jnp.sin(x), grid, "x", order=2)
+    assert jnp.allclose(d2, -jnp.sin(x), atol=1e-3)  # rounding times k²
+    ```
     """
     _check_order(order)
     i = grid._axis_index(dim)
@@ -177,6 +222,18 @@ def spectral_gradient(u: Float[Array, "*shape"], grid: Grid) -> tuple[Float[Arra
     - `grid`: a periodic grid.
 
     **Returns:** a tuple of `grid.ndim` arrays shaped like `u` (units of `u` / length).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid((32, 32), extent=2 * jnp.pi)
+    x, y = grid.mesh()
+    gx, gy = ds.spectral_gradient(jnp.sin(x) * jnp.cos(y), grid)
+    assert jnp.allclose(gx, jnp.cos(x) * jnp.cos(y), atol=1e-5)
+    ```
     """
     u, u_hat = _transform(u, grid, "spectral_gradient")
     dtype = _complex_dtype(u)
@@ -203,6 +260,18 @@ def spectral_laplacian(u: Float[Array, "*shape"], grid: Grid) -> Float[Array, "*
     - `grid`: a periodic grid.
 
     **Returns:** an array like `u` (units of `u` / length²).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid((32, 32), extent=2 * jnp.pi)
+    x, y = grid.mesh()
+    u = jnp.sin(x) * jnp.cos(2 * y)
+    assert jnp.allclose(ds.spectral_laplacian(u, grid), -5 * u, atol=1e-4)
+    ```
     """
     u, u_hat = _transform(u, grid, "spectral_laplacian")
     return _back(-_k_squared(grid, u.ndim, _real_dtype(u)) * u_hat, grid, u.dtype)
@@ -222,6 +291,17 @@ def inverse_laplacian(f: Float[Array, "*shape"], grid: Grid) -> Float[Array, "*s
     - `grid`: a periodic grid.
 
     **Returns:** an array like `f` (units of `f` × length²).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    grid = ds.Grid(64, extent=2 * jnp.pi)
+    u = jnp.sin(3 * grid.axis("x"))
+    assert jnp.allclose(ds.inverse_laplacian(-9 * u, grid), u, atol=1e-5)  # ∇²u = -9u
+    ```
     """
     f, f_hat = _transform(f, grid, "inverse_laplacian", "f")
     return _back(_inverse_k_squared(grid, f.ndim, _real_dtype(f)) * f_hat, grid, f.dtype)
@@ -232,88 +312,3 @@ def _inverse_k_squared(grid: Grid, rank: int, dtype) -> Array:
     k2 = _k_squared(grid, rank, dtype)
     zero = k2 == 0
     return jnp.where(zero, 0, -1 / jnp.where(zero, 1, k2))
-
-
-def dealias(
-    u: Float[Array, "*shape"], grid: Grid, *, fraction: float = 2 / 3
-) -> Float[Array, "*shape"]:
-    """`u` with the high modes removed: every mode with `|k_i| > fraction · k_max,i` on any
-    axis `i` is zeroed, where `k_max,i = π n_i / L_i` is the Nyquist wavenumber.
-
-    The default `fraction = 2/3` is Orszag's rule: products of two dealiased fields have no
-    aliasing error in the retained modes. (On an even axis the Nyquist mode always goes.)
-
-    **Arguments:**
-
-    - `u`: real field, shape `(*batch, *grid.shape)`.
-    - `grid`: a periodic grid.
-    - `fraction`: the kept fraction of the Nyquist wavenumber, in `(0, 1]`.
-
-    **Returns:** a real array like `u`.
-    """
-    keep = dealias_mask(grid, fraction=fraction)
-    u, u_hat = _transform(u, grid, "dealias")
-    return _back(jnp.where(keep, u_hat, 0), grid, u.dtype)
-
-
-# ---------------------------------------------------------------- Fourier multipliers
-# For models that work on spectra (`Model.rhs_nonstiff_spectrum`): each operator above is
-# `irfftn(symbol * rfftn(u))`; these give the symbols, shaped to broadcast against the
-# spectrum of one field, `(n_0, ..., n_{d-1} // 2 + 1)`.
-
-
-def _symbol_dtype(grid: Grid, dtype, what: str):
-    _require_periodic(grid, what)
-    return jnp.zeros((), dtype).dtype if dtype is None else jnp.dtype(dtype)
-
-
-def derivative_symbol(
-    grid: Grid, dim: str | int, *, order: int = 1, dtype=None
-) -> Complex[Array, "..."]:
-    """The multiplier `(i k)ᵐ` of `∂ᵐ/∂xᵐ` along axis `dim`: `rfftn(∂ᵐu) = symbol · rfftn(u)`.
-
-    As in [`spectral_derivative`][], odd orders drop the Nyquist mode of an even axis.
-
-    **Arguments:**
-
-    - `grid`: a periodic grid.
-    - `dim`: axis name (`"x"`) or index.
-    - `order`: derivative order, an integer `>= 0`.
-    - `dtype`: real or complex dtype; the result is its complex counterpart (default: of
-        JAX's default float).
-
-    **Returns:** a complex array with `grid.ndim` axes: the spectrum's length on axis `dim`,
-    1 elsewhere (units of 1/lengthᵐ).
-    """
-    dtype = _symbol_dtype(grid, dtype, "derivative_symbol")
-    _check_order(order)
-    i = grid._axis_index(dim)
-    return _derivative_factor(grid, i, order, grid.ndim, jnp.result_type(dtype, jnp.complex64))
-
-
-def laplacian_symbol(grid: Grid, *, dtype=None) -> Float[Array, "*spectrum"]:
-    """The multiplier `-|k|²` of the Laplacian, shape `(n_0, ..., n_{d-1} // 2 + 1)`
-    (units of 1/length²), in the real `dtype` (default: JAX's default float)."""
-    dtype = _symbol_dtype(grid, dtype, "laplacian_symbol")
-    return jnp.broadcast_to(-_k_squared(grid, grid.ndim, dtype), spectrum_shape(grid))
-
-
-def inverse_laplacian_symbol(grid: Grid, *, dtype=None) -> Float[Array, "*spectrum"]:
-    """The multiplier `-1/|k|²` of [`inverse_laplacian`][] (0 for the mean mode), shape
-    `(n_0, ..., n_{d-1} // 2 + 1)` (units of length²), in the real `dtype`."""
-    dtype = _symbol_dtype(grid, dtype, "inverse_laplacian_symbol")
-    return jnp.broadcast_to(_inverse_k_squared(grid, grid.ndim, dtype), spectrum_shape(grid))
-
-
-def dealias_mask(grid: Grid, *, fraction: float = 2 / 3) -> np.ndarray:
-    """The modes [`dealias`][] keeps: a boolean NumPy array of shape
-    `(n_0, ..., n_{d-1} // 2 + 1)`, false where `|k_i| > fraction · k_max,i` on any axis."""
-    _require_periodic(grid, "dealias")
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
-    keep = np.ones(spectrum_shape(grid), dtype=bool)
-    for i, (m, n) in enumerate(zip(mode_numbers(grid), grid.shape)):
-        shape = [1] * grid.ndim
-        shape[i] = len(m)
-        keep = keep & (np.abs(m) <= fraction * (n / 2)).reshape(shape)
-    return keep
