@@ -27,12 +27,14 @@ test: $(STAMP)
 # The documentation site (mkdocs.yml): concept pages, API reference, examples. --strict turns
 # every warning (a broken link or cross-reference, a missing page) into an error. The site
 # works offline: its math and diagram renderers are pinned npm packages, fetched once with
-# `npm pack` into build/vendor/ and copied into the site (docs/tools/vendor.py), and
-# docs/tools/check_offline.py fails if a page loads anything from another host.
+# `npm pack` into build/vendor/ and copied into the site (docs/tools/vendor.py);
+# docs/tools/check_offline.py fails if a page loads anything from another host, and
+# docs/tools/check_math.py if a formula does not typeset with the bundled MathJax (Node).
 SITE ?= build/site
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $(SITE)
 	$(PY) docs/tools/check_offline.py $(SITE)
+	$(PY) docs/tools/check_math.py $(SITE)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src models solvers tests experiments

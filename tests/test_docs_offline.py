@@ -5,8 +5,10 @@ tarball whose sha512 is the pinned one. `make docs` runs the check on the real s
 
 import base64
 import hashlib
+import html
 import importlib.util
 import io
+import shutil
 import sys
 import tarfile
 from pathlib import Path
@@ -134,3 +136,24 @@ def test_the_pinned_packages_are_npm_integrity_strings():
     for package in vendor.PACKAGES:
         assert package.integrity.startswith("sha512-"), package.name
         assert len(base64.b64decode(package.integrity.removeprefix("sha512-"))) == 64
+
+
+check_math = _load("check_math")
+
+
+def test_the_math_check_finds_formulas_that_the_bundled_mathjax_cannot_typeset(tmp_path):
+    if shutil.which("node") is None or not vendor.MATHJAX.tarball.is_file():
+        pytest.skip("needs node and the MathJax tarball of `make docs` (build/vendor/)")
+    formulas = [r"\(\dot x = -k\,x\)", r"\[\frac{a}{b} \le \tfrac12\]", r"\(\frac{a\)",
+                r"\(\foo x\)", r"\(\boldsymbol{x}\)"]  # fmt: skip
+    spans = "".join(f'<span class="arithmatex">{html.escape(f)}</span>' for f in formulas)
+    site = _site(tmp_path, {"index.html": spans})
+    assert [tex for _, tex, _ in check_math.formulas(site)][:2] == [
+        r"\dot x = -k\,x",
+        r"\frac{a}{b} \le \tfrac12",
+    ]
+    assert check_math.check(site) == [
+        r"index.html: Missing close brace: '\\frac{a'",
+        r"index.html: undefined control sequence: '\\foo x'",
+        r"index.html: needs a TeX extension that tex-svg.js does not bundle: '\\boldsymbol{x}'",
+    ]

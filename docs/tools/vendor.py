@@ -8,7 +8,8 @@ integrity of the npm registry, and the file is copied with the package's licence
 `<site>/vendor/<package>/`. Nothing of it is committed to the repository.
 
 mkdocs.yml's `extra_javascript` loads the copies (`SCRIPTS`); `check_offline.py` checks
-that the built pages load nothing from another host.
+that the built pages load nothing from another host, `check_math.py` that every formula
+typesets with this MathJax.
 """
 
 import base64
