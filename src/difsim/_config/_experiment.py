@@ -279,6 +279,16 @@ class Experiment:
     Build one with [`load_config`][]; run it with [`run_config`][]. `to_dict()` and
     `to_toml()` give the complete config (defaults filled in), which loads back to an equal
     `Experiment` — outputs store it so every run can be reproduced.
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    experiment = ds.load_config({"model": {"name": "lorenz"}, "time": {"t1": 1.0}})
+    assert isinstance(experiment, ds.Experiment)
+    assert ds.load_config(experiment.to_dict()).to_dict() == experiment.to_dict()  # round trip
+    ```
     """
 
     model: ModelSpec

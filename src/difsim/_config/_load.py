@@ -25,8 +25,8 @@ from difsim._config._experiment import (
     TimeSpec as TimeSpec,
 )
 from difsim._config._fit import FIT_SECTION, FIT_SOLVER_DEFAULTS
-from difsim._config._fit_network import resolve_references
-from difsim._config._model import model_file, parse_model
+from difsim._config._model import parse_model
+from difsim._config._paths import resolve_paths
 from difsim._config._resources import check_experiment_resources
 from difsim._config._schema import (
     BOOL,
@@ -274,6 +274,17 @@ def load_config(
     **Returns:** an [`Experiment`][]. Nothing is built or compiled.
 
     **Raises:** [`ConfigError`][] naming the offending key, for anything invalid.
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    config = {"model": {"name": "lorenz", "parameters": {"rho": 20.0}},
+              "time": {"t0": 0.0, "t1": 1.0, "save": 11}}
+    experiment = ds.load_config(config, overrides={"model.parameters.rho": 28.0})
+    assert experiment.model.parameters["rho"] == 28.0
+    ```
     """
     origin = None
     if isinstance(source, Experiment) and not overrides:
@@ -312,39 +323,6 @@ def load_config(
 
 
 # The keys that hold paths (and `[model] name` when it names a file).
-PATH_KEYS = ("output.path", "output.plot", "output.store", "fit.data", "fit.checkpoint")
-
-
-def resolve_paths(raw: dict[str, Any], folder: Path, overrides: Mapping[str, Any]) -> dict:
-    """`raw` with every relative path made absolute: relative to `folder` (the config
-    file's) in the file, to the current directory when set by an override (a path typed on
-    the command line means what the shell means). `~` is expanded. Values that are not
-    strings are left for the checks to report."""
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
-    for key in (*PATH_KEYS, "model.name"):
-        section, _, name = key.partition(".")
-        table = out.get(section)
-        if not isinstance(table, dict) or not isinstance(table.get(name), str):
-            continue
-        value = table[name]
-        typed = any(key == k or key.startswith(k + ".") for k in overrides)
-        base = Path.cwd() if typed else folder
-        if key == "model.name":
-            file = model_file(value)
-            if file is not None:
-                table[name] = f"{_absolute(file[0], base)}:{file[1]}"
-        elif value and not (key == "output.plot" and not value.lower().endswith(".png")):
-            if key == "output.store" and "://" in value:  # an fsspec URL, not a path
-                continue
-            table[name] = _absolute(value, base)
-    resolve_references(out, folder, overrides, _absolute)
-    return out
-
-
-def _absolute(path: str, base: Path) -> str:
-    return os.path.normpath(os.path.join(base, os.path.expanduser(path)))
-
-
 def _check(raw: dict[str, Any]) -> dict[str, Any]:
     supported = [f"[{s}]" for s, sec in SECTIONS.items() if not sec.unsupported]
     for name, value in raw.items():

@@ -25,6 +25,19 @@ class ConfigError(ValueError):
     `"model.parameters.rho"`), or `None` for file-level problems; `problem`, what is wrong;
     `source`, the config file (if any). `str(error)` reads like
     `lorenz.toml: [solver] rtol: expected a positive number, got "1e-6" (a string)`.
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    try:
+        ds.load_config({"model": {"name": "lorenz"}, "time": {"t1": 1.0}, "solvr": {}})
+    except ds.ConfigError as error:
+        assert error.key == "solvr"  # the culprit, named
+    else:
+        raise AssertionError("a misspelt section must be refused")
+    ```
     """
 
     def __init__(self, problem: str, key: str | None = None, source: str | None = None):

@@ -24,8 +24,21 @@ def param(
     """Declare a model parameter with units and a description (shown in outputs).
 
     ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+
     class Decay(ds.Model):
         k: float = ds.param(0.5, units="1/s", description="rate constant")
+        state = ds.State(x=ds.Var(1.0, units="mol/L", description="concentration"))
+        time_units = "s"
+
+        def rhs(self, t, s):
+            return dict(x=-self.k * s.x)
+
+
+    model = Decay(k=2.0)  # a parameter is a constructor argument with a default
+    assert Decay().k == 0.5 and model.k == 2.0
     ```
     """
     return eqx.field(default=default, metadata=dict(units=units, description=description))
@@ -104,6 +117,26 @@ class Model(eqx.Module):
     take its dimension names.
 
     Models are immutable: `model.replace(rho=30.0, **{"state.x": 2.0})` returns a new one.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+
+    class Decay(ds.Model):
+        k: float = ds.param(0.5, units="1/s", description="rate constant")
+        state = ds.State(x=ds.Var(1.0, units="mol/L", description="concentration"))
+        time_units = "s"
+
+        def rhs(self, t, s):
+            return dict(x=-self.k * s.x)
+
+
+    sol = ds.simulate(Decay(k=0.3), jnp.linspace(0.0, 4.0, 5), rtol=1e-6, atol=1e-6)
+    assert jnp.allclose(sol.ys["x"], jnp.exp(-0.3 * sol.ts), rtol=1e-4)
+    ```
     """
 
     time_units: ClassVar[str | None] = None

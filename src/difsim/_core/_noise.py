@@ -37,8 +37,27 @@ class Noise:
     """A model's noise: which Brownian motions drive it, and the calculus.
 
     ```python
-    class Oscillator(ds.Model):
-        noise = ds.Noise(dim=2, calculus="stratonovich")   # two shared Brownian motions
+    import jax
+    import jax.numpy as jnp
+    import difsim as ds
+
+
+    class Ornstein(ds.Model):
+        theta: float = 1.0
+        sigma: float = 0.5
+        state = ds.State(x=0.0)
+        noise = ds.Noise()  # diagonal, Itô (the defaults)
+
+        def rhs(self, t, s):
+            return dict(x=-self.theta * s.x)
+
+        def diffusion(self, t, s):
+            return dict(x=self.sigma)
+
+
+    sol = ds.simulate(Ornstein(), t0=0.0, t1=1.0, save="final", key=jax.random.key(0),
+                      solver="euler", dt0=0.01)
+    assert jnp.isfinite(sol.ys["x"]).all()
     ```
 
     **Arguments:**

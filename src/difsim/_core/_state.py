@@ -22,6 +22,15 @@ class VarInfo:
       lets difsim name them `<var>_dim<i>`.
     - `angle`: the variable is an angle (units `"rad"` or `"degree"`): plots wrap it into
       one turn around zero; the values themselves are never wrapped.
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    info = ds.State(x=ds.Var(1.0, units="m")).var_info("x")  # what outputs label with
+    assert info == ds.VarInfo(units="m")
+    ```
     """
 
     units: str | None = None
@@ -35,7 +44,11 @@ class Var:
     """A state variable's default value with optional metadata, for use inside [`State`][].
 
     ```python
-    state = ds.State(x=ds.Var(1.0, units="m", description="position"), v=0.0)
+    import difsim as ds
+
+    theta = ds.Var(0.1, units="rad", description="angle from the vertical", angle=True)
+    state = ds.State(theta=theta, omega=0.0)  # omega: a bare value, no metadata
+    assert state.var_info("theta").angle and state.var_info("omega").units is None
     ```
 
     Units are UDUNITS strings (`"m"`, `"m/s"`, `"1"` for dimensionless); `angle=True`
@@ -59,6 +72,15 @@ class State(eqx.Module):
 
     **Arguments:** variables by keyword, each a number, an array, or a [`Var`][] carrying
     units/description/dims.
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    state = ds.State(x=ds.Var(1.0, units="m", description="position"), v=0.0)
+    assert state.names == ("x", "v") and state.var_info("x").units == "m"
+    ```
     """
 
     values: dict[str, Any]

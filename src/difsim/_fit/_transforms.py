@@ -21,6 +21,16 @@ class AbstractTransform(eqx.Module):
     """A smooth, strictly increasing bijection `forward: ℝ → domain` with its inverse.
 
     Subclasses define `forward`, `inverse` and `contains` (elementwise, any shape).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    transforms = {"k": ds.Positive(), "x0": ds.Bounded(0.0, 1.0), "c": ds.Identity()}
+    assert all(isinstance(t, ds.AbstractTransform) for t in transforms.values())
+    ```
     """
 
     @abc.abstractmethod
@@ -52,7 +62,18 @@ class AbstractTransform(eqx.Module):
 
 
 class Identity(AbstractTransform):
-    """No constraint: `x = u`."""
+    """No constraint: `x = u`.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    t = ds.Identity()  # p = z: no constraint
+    assert t.forward(jnp.array(-3.0)) == -3.0 and t.inverse(jnp.array(4.0)) == 4.0
+    ```
+    """
 
     def forward(self, u):
         return jnp.asarray(u)
@@ -82,6 +103,16 @@ class Positive(AbstractTransform):
     - `kind`: `"log"` (default; $x = e^u$, so equal steps in $u$ are equal *relative*
       changes of $x$ — right for rates and populations spanning decades) or `"softplus"`
       ($x = \log(1 + e^u)$, close to the identity for $x \gg 1$).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    t = ds.Positive()  # p = exp(z)
+    assert jnp.isclose(t.forward(t.inverse(jnp.array(0.02))), 0.02) and t.forward(-50.0) > 0
+    ```
     """
 
     kind: str = eqx.field(default="log", static=True)
@@ -122,6 +153,17 @@ class Bounded(AbstractTransform):
 
     **Arguments:** `lower` $a$ and `upper` $b$, finite numbers with $a < b$ (in the
     parameter's units).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    t = ds.Bounded(0.0, 10.0)  # the optimiser works on an unbounded z; p = forward(z)
+    z = t.inverse(jnp.array(2.5))
+    assert jnp.isclose(t.forward(z), 2.5) and 0.0 < t.forward(jnp.array(1e3)) <= 10.0
+    ```
     """
 
     lower: float

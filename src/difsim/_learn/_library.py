@@ -43,6 +43,15 @@ class PolynomialLibrary(AbstractLibrary):
     - `interaction`: keep the mixed monomials such as `u*v` (default `True`); `False`
       keeps only the powers of single variables.
     - `bias`: keep the constant term `1` (default `True`).
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    library = ds.PolynomialLibrary(degree=2)  # candidate terms for ds.discover
+    assert library.names(("u", "v")) == ("1", "u", "v", "u^2", "u*v", "v^2")
+    ```
     """
 
     degree: int = eqx.field(default=2, static=True)
@@ -101,6 +110,16 @@ class FunctionLibrary(AbstractLibrary):
       Write them with `jax.numpy` so that `Discovery.predict` can run under `jax.jit`.
 
     A plain dict given as a library is turned into one of these.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    library = ds.FunctionLibrary({"sin(u)": lambda s: jnp.sin(s.u), "u*v": lambda s: s.u * s.v})
+    assert library.names(("u", "v")) == ("sin(u)", "u*v")
+    ```
     """
 
     functions: tuple[tuple[str, Callable[[State], Any]], ...] = eqx.field(static=True)

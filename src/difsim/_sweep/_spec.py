@@ -147,7 +147,11 @@ class GridSweep(AbstractSweep):
     """The Cartesian product of per-key values: one output dimension per key.
 
     ```python
-    ds.GridSweep({"F": np.linspace(0.5, 2.0, 64), "state.theta": [0.0, 0.1]})
+    import numpy as np
+    import difsim as ds
+
+    spec = ds.GridSweep({"rho": np.linspace(0, 28, 8), "state.x": [1.0, 2.0]})
+    assert spec.shape == (8, 2) and spec.size == 16  # every combination: 8 × 2 points
     ```
 
     **Arguments:** `values`, `{key: 1-D values}`; keys are parameter names or
@@ -198,6 +202,16 @@ class ZipSweep(AbstractSweep):
 
     **Arguments:** `values`, `{key: 1-D values}`; `dim`, the name of the one output
     dimension (default `"sample"`), along which every key is a coordinate.
+
+    **Example:**
+
+    ```python
+    import numpy as np
+    import difsim as ds
+
+    spec = ds.ZipSweep({"sigma": np.array([8.0, 10.0, 12.0]), "rho": np.array([20.0, 28.0, 35.0])})
+    assert spec.shape == (3,) and spec.dims == ("sample",)  # values paired, one per point
+    ```
     """
 
     kind = "zip"
@@ -261,8 +275,11 @@ class RandomSweep(AbstractSweep):
     """Random points: each key drawn from its distribution, independently.
 
     ```python
-    ds.RandomSweep({"beta": ds.LogUniform(0.5, 5.0), "gamma": ds.Uniform(0.1, 1.0)},
-                   samples=1000, seed=0, method="lhs")
+    import difsim as ds
+
+    spec = ds.RandomSweep({"beta": ds.LogUniform(0.5, 5.0), "gamma": ds.Uniform(0.1, 1.0)},
+                          samples=1000, seed=0, method="lhs")
+    assert spec.size == 1000  # Latin hypercube: each tenth of [0.1, 1] gets 100 gammas
     ```
 
     **Arguments:**
