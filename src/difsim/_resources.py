@@ -42,7 +42,21 @@ class ResourceError(ValueError):
 
     **Attributes:** `key` (the setting to change: `"save"`, `"grid.shape"`,
     `"sweep.samples"`, ...), `needed` and `limit` (bytes; for the Monte Carlo paths of a
-    sweep, key `"samples"`, counts of paths)."""
+    sweep, key `"samples"`, counts of paths).
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    try:
+        ds.simulate(ds.models.Lorenz(), t0=0.0, t1=1.0, save=10**12)  # 10¹² save times
+    except ds.ResourceError as error:
+        assert error.key == "save" and error.needed > error.limit
+    else:
+        raise AssertionError("a run larger than the machine must be refused")
+    ```
+    """
 
     def __init__(self, message: str, key: str | None = None, needed: int = 0, limit: int = 0):
         self.key, self.needed, self.limit = key, needed, limit

@@ -25,7 +25,17 @@ _DIRECTIONS = {"up": True, "down": False, "both": None}
 
 class AbstractEvent(eqx.Module):
     """What every event has: an `affect` (a new state, or `None`), whether it ends the
-    solve (`terminal`), and a `name` (for outputs; `None` takes a default)."""
+    solve (`terminal`), and a `name` (for outputs; `None` takes a default).
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    events = (ds.Event(lambda t, s, m: s.x), ds.TimeEvent(every=1.0))
+    assert all(isinstance(e, ds.AbstractEvent) for e in events)
+    ```
+    """
 
     affect: eqx.AbstractVar[Callable | None]
     terminal: eqx.AbstractVar[bool | Callable]
@@ -98,9 +108,23 @@ class Event(AbstractEvent):
       `event<i>` for a lambda).
 
     ```python
-    bounce = ds.Event(lambda t, s, m: s.h, direction="down",
-                      affect=lambda t, s, m: dict(v=-m.e * s.v), name="bounce")
-    ground = ds.Event(lambda t, s, m: s.height)   # stop where the projectile lands
+    import jax.numpy as jnp
+    import difsim as ds
+
+
+    class Fall(ds.Model):
+        g: float = 9.81
+        state = ds.State(h=10.0, v=0.0)
+        # No affect: the solve stops where the ball reaches the floor (a terminal event).
+        events = (ds.Event(lambda t, s, m: s.h, direction="down", name="floor"),)
+
+        def rhs(self, t, s):
+            return dict(h=s.v, v=-self.g * jnp.ones_like(s.v))
+
+
+    sol = ds.simulate(Fall(), t0=0.0, t1=5.0, save="final", rtol=1e-5, atol=1e-5)
+    assert sol.status == ds.Status.EVENT
+    assert jnp.isclose(sol.t_end, (2 * 10.0 / 9.81) ** 0.5, rtol=1e-4)  # t = √(2h/g)
     ```
     """
 
@@ -161,8 +185,22 @@ class TimeEvent(AbstractEvent):
     - `affect`, `terminal`, `name`: as for [`Event`][] (`terminal` defaults to `False`).
 
     ```python
-    dose = ds.TimeEvent(every=12.0, affect=lambda t, s, m: dict(gut=s.gut + m.dose),
-                        name="dose")
+    import jax.numpy as jnp
+    import difsim as ds
+
+
+    class Dosed(ds.Model):
+        k: float = 1.0
+        state = ds.State(x=0.0)
+        # One unit added at t = 1 and t = 2: the solver steps to them, no root finding.
+        events = (ds.TimeEvent([1.0, 2.0], affect=lambda t, s, m: dict(x=s.x + 1.0)),)
+
+        def rhs(self, t, s):
+            return dict(x=-self.k * s.x)
+
+
+    sol = ds.simulate(Dosed(), t0=0.0, t1=3.0, save="final", rtol=1e-6, atol=1e-6)
+    assert jnp.isclose(sol.ys["x"][-1], jnp.exp(-2.0) + jnp.exp(-1.0), rtol=1e-4)
     ```
     """
 

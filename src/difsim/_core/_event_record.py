@@ -23,6 +23,28 @@ class EventRecord(eqx.Module):
     - `before`, `after`: `{name: values}` of the state just before the event and just
       after its affect, each of shape `(max_events, *var_shape)`.
     - `names`: the events' names, in declaration order (static).
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+
+    class Oscillator(ds.Model):
+        state = ds.State(x=1.0, v=0.0)  # x = cos t
+        # Neither affect nor terminal: only recorded (a Poincaré section).
+        events = (ds.Event(lambda t, s, m: s.x, direction="up", terminal=False, name="up"),)
+
+        def rhs(self, t, s):
+            return dict(x=s.v, v=-s.x)
+
+
+    record = ds.simulate(Oscillator(), t0=0.0, t1=12.0, save="final", rtol=1e-6, atol=1e-6).events
+    n = int(record.count)  # x crosses zero upwards at 3π/2 and 7π/2
+    assert n == 2 and jnp.allclose(record.times[:n], jnp.array([1.5, 3.5]) * jnp.pi, rtol=1e-4)
+    assert record.names == ("up",) and jnp.all(record.which[:n] == 0)
+    ```
     """
 
     count: Int[Array, ""]

@@ -348,7 +348,27 @@ def brownian_path(
     e.g. geometric Brownian motion.
 
     ```python
-    w = ds.brownian_path(model, key, 0.0, 1.0, solver="euler", dt0=1e-3).evaluate(0.0, 1.0)
+    import jax
+    import jax.numpy as jnp
+    import difsim as ds
+
+
+    class Walk(ds.Model):
+        sigma: float = 0.5
+        state = ds.State(x=0.0)
+        noise = ds.Noise()
+
+        def rhs(self, t, s):
+            return dict(x=0.0 * s.x)
+
+        def diffusion(self, t, s):
+            return dict(x=self.sigma + 0.0 * s.x)
+
+
+    key = jax.random.key(1)
+    w = ds.brownian_path(Walk(), key, 0.0, 1.0, solver="euler", dt0=1e-2).evaluate(0.0, 1.0)
+    sol = ds.simulate(Walk(), t0=0.0, t1=1.0, save="final", key=key, solver="euler", dt0=1e-2)
+    assert jnp.allclose(sol.ys["x"][-1], 0.5 * w[0], rtol=1e-5)  # dx = σ dW: x(1) = σ W(1)
     ```
 
     The tree is exact down to `path.resolution` (at most a quarter of a fixed step; for an

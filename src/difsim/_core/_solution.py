@@ -45,6 +45,17 @@ class Solution(eqx.Module):
     - `result`: diffrax's own outcome index (`diffrax.RESULTS`), shape `()`, or `None`: kept
       beside `status` because several diffrax outcomes share one [`Status`][], and
       [`message`][] quotes diffrax's text for them.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    sol = ds.simulate(ds.models.Lorenz(), jnp.linspace(0.0, 1.0, 11))
+    assert sol.ts.shape == (11,) and sol.ys["x"].shape == (11,)  # one row per save time
+    assert sol.status == ds.Status.SUCCESS and int(sol.num_steps) > 0
+    ```
     """
 
     ts: Float[Array, " time"]

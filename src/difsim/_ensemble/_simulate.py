@@ -108,6 +108,18 @@ def simulate_ensemble(
     under `jax.vmap`): `ys[var]` is `(lanes, time, *var_shape)`, `status` is `(lanes,)`.
     `jax.grad`, `jax.jvp`, `jax.jacfwd`, `jax.jacrev` and `jax.vmap` pass through with
     respect to the model's parameters and the swept values.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import difsim as ds
+
+    rho = jnp.linspace(20.0, 30.0, 64)  # 64 lanes, one per value
+    ens = ds.simulate_ensemble(ds.models.Lorenz(), {"rho": rho}, t0=0.0, t1=1.0, save="final")
+    one = ds.simulate(ds.models.Lorenz(rho=rho[5]), t0=0.0, t1=1.0, save="final")
+    assert ens.ys["x"].shape == (64, 1) and jnp.allclose(ens.ys["x"][5], one.ys["x"], rtol=1e-3)
+    ```
     """
     if not isinstance(model, Model):
         raise TypeError(

@@ -49,7 +49,16 @@ class FitWarning(UserWarning):
     """A fit result that needs care: estimates the data barely determine (relative standard
     errors above 100 %, a near-singular Gauss–Newton Hessian), or a fit that explains
     little of the data (likely a local minimum). The same lines are in
-    `FitResult.summary()` and `FitResult.notes`."""
+    `FitResult.summary()` and `FitResult.notes`.
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    assert issubclass(ds.FitWarning, UserWarning)  # filter with warnings.simplefilter
+    ```
+    """
 
 
 FitWarning.__module__ = "difsim"  # its public name, in warnings and tracebacks

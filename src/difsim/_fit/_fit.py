@@ -31,9 +31,10 @@ from difsim._fit._experiments import (
 )
 from difsim._fit._free import free_transforms, initial_values
 from difsim._fit._loop import run
+from difsim._fit._make_result import make_result
 from difsim._fit._monitor import Monitor
 from difsim._fit._multistart import multistart_spec, perturbed_starts
-from difsim._fit._result import FitResult, make_result, predict
+from difsim._fit._result import FitResult, predict
 from difsim._fit._setup import (
     control_dim,
     driver_for,
@@ -181,6 +182,19 @@ def fit(
     still lower the loss ends `Status.FIT_STALLED` (`"stalled"`, `ok` false).
 
     **Returns:** a [`FitResult`][].
+
+    **Example:**
+
+    ```python
+    import numpy as np
+    import xarray as xr
+    import difsim as ds
+
+    t = np.linspace(0.0, 4.0, 21)
+    data = xr.Dataset({"y": ("time", np.exp(-0.35 * t))}, coords={"time": t})
+    result = ds.fit(ds.models.ExponentialDecay(), data, free={"k": ds.Positive()})
+    assert abs(result.parameters["k"] - 0.35) < 1e-3
+    ```
     """
     setup = prepare_fit(
         model, data, free, observe=observe, noise=noise, objective=objective, weights=weights,

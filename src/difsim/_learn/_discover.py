@@ -82,6 +82,18 @@ def discover(
 
     **Returns:** a [`Discovery`][]: `coefficients` `(targets, terms)`, `terms`, `targets`,
     `r2` and `rmse` per target, `equations()`, `predict(states)` and `to_xarray()`.
+
+    **Example:**
+
+    ```python
+    import numpy as np
+    import difsim as ds
+
+    x = np.random.default_rng(0).uniform(-2, 2, size=(200, 2))  # samples of (u, v)
+    term = np.stack([-0.9 * x[:, 0] * x[:, 1], 0.8 * x[:, 0] * x[:, 1]], axis=1)
+    found = ds.discover(term, x, names=("u", "v"), library=ds.PolynomialLibrary(degree=2))
+    assert np.allclose(found.coefficients[:, found.terms.index("u*v")], [-0.9, 0.8])
+    ```
     """
     _check_settings(threshold, max_iter)
     library = as_library(library)

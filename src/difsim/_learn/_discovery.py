@@ -30,6 +30,19 @@ class Discovery(eqx.Module):
     - `iterations`: the thresholding rounds each target took.
     - `converged`: whether each target's set of terms stopped changing within `max_iter`.
     - `threshold`, `num_samples`, `library`: the settings and data size used.
+
+    **Example:**
+
+    ```python
+    import numpy as np
+    import difsim as ds
+
+    x = np.random.default_rng(0).uniform(-2, 2, size=(200, 2))  # samples of (u, v)
+    term = np.stack([-0.9 * x[:, 0] * x[:, 1], 0.8 * x[:, 0] * x[:, 1]], axis=1)
+    found = ds.discover(term, x, names=("u", "v"), library=ds.PolynomialLibrary(degree=2))
+    assert isinstance(found, ds.Discovery) and np.all(found.r2 > 0.999)
+    print(found)  # one equation per target: the kept terms and their coefficients
+    ```
     """
 
     coefficients: np.ndarray
