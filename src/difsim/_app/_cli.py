@@ -1,4 +1,4 @@
-"""The `difsim` command line: `difsim run CONFIG`, `difsim models`, `difsim solvers`.
+"""The `difsim` command line: `difsim run CONFIG`, `difsim models [NAME]`, `difsim solvers`.
 
 Exit codes: 0 success; 1 the solve failed (partial output is still written); 2 invalid
 config or command line, an output path that cannot or may not be written or is in use by
@@ -8,6 +8,7 @@ by SIGTERM (a batch scheduler's stop: handled as Ctrl-C, see `_signals`).
 """
 
 import argparse
+import importlib.metadata
 import shlex
 import sys
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from difsim._app._console import (
     run_rows,
 )
 from difsim._app._listing import print_models, print_solvers
+from difsim._app._model_info import print_model
 from difsim._app._run import RunResult, execute, final_state, status_message
 from difsim._app._signals import EXIT_CODE, Terminated, sigterm_as_interrupt
 from difsim._config import ConfigError, Experiment, load_config, parse_override
@@ -38,6 +40,8 @@ from difsim._resources import ResourceError
 from difsim._status import Status
 from difsim._sweep import SweepOutputError, maybe_initialize_from_env, stored_progress
 
+_DOCS = "https://difsim.github.io/difsim/"  # where pyproject.toml's [project.urls] points
+
 # No import here is deferred to speed up `difsim --help`: the console script imports the
 # `difsim` package first, whose `__init__` imports jax and everything else anyway.
 
@@ -46,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="difsim",
         description="Differentiable simulation of ODE and PDE models with JAX.",
-        epilog="Configs are documented in docs/configs.md.",
+        epilog=f"Documentation: {docs_url()} (experiment configs: {docs_url()}configs/).",
     )
     parser.add_argument("--version", action="version", version=f"difsim {difsim_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -80,9 +84,26 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("config", metavar="CONFIG", help="experiment config file (TOML)")
     _add_set(check)
 
-    commands.add_parser("models", help="list the models configs can name")
+    models = commands.add_parser(
+        "models",
+        help="list the models configs can name, or show one",
+        description="List the zoo models; with NAME, show one: parameters with defaults "
+        "and units, state variables, observables and its equations.",
+    )
+    models.add_argument("name", metavar="NAME", nargs="?", help="a model name to show")
     commands.add_parser("solvers", help="list solvers, step-size controllers and adjoints")
     return parser
+
+
+def docs_url() -> str:
+    """The documentation site, from the installed package's `Documentation` project URL
+    (pyproject.toml `[project.urls]`: one place to change it); ends with "/"."""
+    try:
+        urls = importlib.metadata.metadata("difsim").get_all("Project-URL") or []
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        urls = []
+    found = dict(u.split(", ", 1) for u in urls if ", " in u).get("Documentation", _DOCS)
+    return found.rstrip("/") + "/"
 
 
 def _add_set(parser: argparse.ArgumentParser) -> None:
@@ -128,7 +149,7 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     experiment = None
     try:
         if args.command == "models":
-            return print_models()
+            return print_models() if args.name is None else print_model(args.name)
         if args.command == "solvers":
             return print_solvers()
         if args.command == "run":
