@@ -174,6 +174,17 @@ def test_check_models_solvers_version(config, capsys):
     assert main([]) == 2
 
 
+def test_help_names_the_docs_site(capsys):
+    # A pip install has no docs/ folder: --help names the site, as pyproject.toml does.
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    site = pyproject["project"]["urls"]["Documentation"].rstrip("/")
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps the epilog
+    assert info.value.code == 0 and "docs/configs.md" not in out
+    assert f"Documentation: {site}/ " in out and f"{site}/configs/" in out
+
+
 def test_solvers_lists_the_sde_solvers_with_their_orders(capsys):
     assert main(["solvers"]) == 0
     out = capsys.readouterr().out
