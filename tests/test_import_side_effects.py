@@ -3,7 +3,7 @@ JAX configuration value, no batching rule of JAX, no equinox setting, no warning
 no logging handler outside its own logger. Checked in a fresh process, where nothing else
 has touched them, importing everything difsim ships (`difsim`, `difsim.models`,
 `difsim.solvers`); then that the engine's batching rule for `linear_call`
-(`difsim/_ensemble/_linear_call.py`) is added only by the reverse-mode path that needs it."""
+(`difsim/_compat.py`) is added only by the reverse-mode path that needs it."""
 
 import json
 import os

@@ -32,7 +32,6 @@ Nothing here imports JAX: importing it does not start a backend.
 import logging
 import os
 import re
-import sys
 
 logger = logging.getLogger("difsim")
 
@@ -87,12 +86,9 @@ def tune() -> str:
 
 
 def _backends_started() -> bool:
-    # JAX has no public "backends started?" (asking `jax.devices()` would start them), so
-    # this reads one private function, only to warn: should it move, `tune` reports "set"
-    # where it was too late, and tests/test_xla.py's "late" probe fails naming it.
-    bridge = sys.modules.get("jax._src.xla_bridge")
-    started = getattr(bridge, "backends_are_initialized", None)
-    return bool(started is not None and started())
+    from difsim._compat import jax_backends_started  # imports JAX: only when called
+
+    return jax_backends_started()
 
 
 def tune_xla() -> str:

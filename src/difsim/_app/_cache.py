@@ -28,6 +28,8 @@ from pathlib import Path
 
 import jax
 
+from difsim._compat import equinox_checks_as_nan
+
 ENV = "DIFSIM_COMPILE_CACHE"
 _OFF = {"", "0", "off", "false", "no", "none"}
 _EVENTS = {
@@ -135,13 +137,4 @@ def _checks_as_nan() -> bool:
     user chose a mode with `EQX_ON_ERROR`. Returns whether the mode was changed."""
     if "EQX_ON_ERROR" in os.environ:
         return False
-    # equinox reads the variable once, at import, into this module-level setting, and
-    # looks it up whenever a check is traced: setting it before any tracing is the same
-    # as having set EQX_ON_ERROR=nan before the import (tests/test_compile_cache.py checks
-    # that the compiled solve then holds no callback).
-    from equinox import _errors
-
-    if getattr(_errors, "EQX_ON_ERROR", None) != "raise":
-        return False
-    _errors.EQX_ON_ERROR = "nan"
-    return True
+    return equinox_checks_as_nan()  # equinox's private setting: `difsim/_compat.py`

@@ -25,11 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero, linear_call
 
+from difsim._compat import ensure_linear_call_batching
 from difsim._core import VarInfo
 from difsim._ensemble._adjoint import AbstractEnsembleAdjoint, AutoAdjoint
 from difsim._ensemble._discrete import DEFAULT_SEGMENT, Spec, discrete_block, discrete_bytes
 from difsim._ensemble._field import BatchField
-from difsim._ensemble._linear_call import ensure_batching
 from difsim._ensemble._loop import Plan, solve_block
 from difsim._ensemble._sde_loop import SDEPlan, solve_sde_block
 
@@ -262,7 +262,7 @@ def _reverse_jvp(cfg: Config, f, args, t_args):
         _, pullback = residuals
         return pullback(cotangent)
 
-    ensure_batching()  # for vmap of this linear_call (`_linear_call.py`)
+    ensure_linear_call_batching()  # for vmap of this linear_call (`difsim/_compat.py`)
     t_ys = linear_call(push, pull, (args, pullback), t_args)
     out = (out_ys, stats)
     return out, (t_ys, _zero_tangents(out)[1])
