@@ -80,7 +80,7 @@ def test_untrained_closure_adds_nothing(script):
 
 def test_closure_cuts_the_coarse_error_on_held_out_fields(script, runs, trained):
     fields, truth, _ = runs
-    assert trained.status == "completed" and trained.num_steps == 40
+    assert trained.status is ds.Status.COMPLETED and trained.num_steps == 40
     plain = script.coarse_model(script.Closure(key=jax.random.key(0)))
     before = script.mean_squares(plain, fields, truth)
     after = script.mean_squares(trained.model, fields, truth)

@@ -52,7 +52,7 @@ def test_shared_rate_matches_scipy_least_squares():
                            ftol=1e-15, gtol=1e-15)  # fmt: skip
     dof = y.size - 1
     cov = np.sum(ref.fun**2) / dof * np.linalg.inv(ref.jac.T @ ref.jac)
-    assert result.status == "converged"
+    assert result.status is ds.Status.CONVERGED
     assert result.parameters["k"] == pytest.approx(ref.x[0], rel=1e-8)
     assert result.stderr["k"] == pytest.approx(np.sqrt(cov[0, 0]), rel=1e-5)
     # The outputs over (experiment, time): test_validation_picks_the_result_and_stops_early.
@@ -85,7 +85,7 @@ def test_validation_picks_the_result_and_stops_early():
     result = ds.fit(Decay(), data, ["k"], optimizer="adam", learning_rate=0.01, steps=1000,
                     validation=["run10", "run11"], patience=2, **TOL)  # fmt: skip
     history = result.monitor_history
-    assert result.status == "completed" and result.num_steps == 150  # 3 blocks of 50
+    assert result.status is ds.Status.COMPLETED and result.num_steps == 150  # 3 blocks of 50
     assert history.shape == (3, 2) and np.all(np.diff(history[:, 1]) > 0)
     assert "stopped early: no lower validation loss in 2 evaluations" in result.message
     assert "after 50 steps" in result.message

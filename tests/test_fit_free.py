@@ -131,7 +131,7 @@ def test_array_fit_equals_the_scalar_fit(tmp_path):
     data = quadratic_data()
     arr = ds.fit(Quadratic(), data, {"c": ds.Identity(), "state.u": "positive"}, **TOL)
     sca = ds.fit(QuadraticScalars(), data, ["c0", "c1", "c2", "state.u"], **TOL)
-    assert arr.status == "converged" and sca.status == "converged"
+    assert arr.status is ds.Status.CONVERGED and sca.status is ds.Status.CONVERGED
     c = [sca.parameters[f"c{i}"] for i in range(3)]
     np.testing.assert_allclose(arr.parameters["c"], c, rtol=1e-7)
     np.testing.assert_allclose(arr.stderr["c"], [sca.stderr[f"c{i}"] for i in range(3)], rtol=1e-5)

@@ -100,7 +100,7 @@ def test_fit_equilibria_recovers_parameters():
         control="u",
         observe={"x_obs": "x", "y_obs": "y"},
     )
-    assert res.status == "converged", res.message
+    assert res.status is ds.Status.CONVERGED, res.message
     for k, v in truth.items():
         assert res.parameters[k] == pytest.approx(v, rel=1e-6)
     np.testing.assert_allclose(res.predict()[:, 0], xs, rtol=1e-8)

@@ -36,7 +36,7 @@ def inverse():
 
 def test_fit_is_the_exact_least_squares_solution(inverse):
     script, _, result, _, least_squares, _ = inverse
-    assert result.status == "converged" and result.num_steps <= 5
+    assert result.status is ds.Status.CONVERGED and result.num_steps <= 5
     modes, stderr = result.parameters["modes"], result.stderr["modes"]
     assert modes.shape == stderr.shape == (5,)
     # Only the solver's discretisation separates the two (order-4 Laplacian, Tsit5 at

@@ -85,14 +85,24 @@ def test_every_member_has_a_message_and_a_text():
     }
 
 
-def test_a_member_equals_its_integer_and_its_text_only():
+def test_a_member_equals_its_integer_and_hashes_as_it():
     s = Status.CONVERGED
-    assert s == 9 and s == "converged" and not (s != "converged")
-    assert s != "diverged" and not (s == "diverged") and s != 10
+    assert s == 9 and s != 10 and hash(s) == hash(9) and s.text == "converged"
     assert s != Status.COMPLETED and s == Status.CONVERGED
-    assert {int(Status.MAX_STEPS): "n"}[Status.MAX_STEPS] == "n"  # still keys int dicts
+    assert {int(Status.MAX_STEPS): "n"}[Status.MAX_STEPS] == "n"  # keys int dicts
     assert Status(13) is Status.OPTIMIZER_FAILED
     assert bool(jnp.asarray(9) == s) and bool(s == jnp.asarray(9))
+    # Every pair of members that compare equal hashes alike (Python's rule): now that
+    # equality is by integer only, no two members are equal.
+    assert len({int(m) for m in Status}) == len(Status) == len(set(Status))
+
+
+def test_comparing_with_text_still_works_but_is_deprecated():
+    s = Status.CONVERGED
+    with pytest.warns(DeprecationWarning, match=r"0\.3: compare with ds\.Status\.CONVERGED"):
+        assert s == "converged"
+    with pytest.warns(DeprecationWarning):
+        assert s != "diverged" and not (s != "converged")
 
 
 def test_flag_attributes_list_every_member():

@@ -9,6 +9,7 @@ members share one target the library's own message stays available
 """
 
 import enum
+import warnings
 
 import diffrax as dfx
 import jax
@@ -33,10 +34,27 @@ class Status(enum.IntEnum):
     - `steady_state`: `SUCCESS`, `NEWTON_MAX_STEPS`, `NEWTON_DIVERGED`, `LINEAR_SOLVER`,
       `NONFINITE`.
 
-    Each member also has a short text (`str(status)`: `"success"`, …, `"converged"`,
-    `"max_steps"`, `"failed"`), and compares equal to it. That text is what the JSON and
-    netCDF outputs of a fit store, and what `FitResult.status` was before it became a
-    `Status`: `result.status == "converged"` keeps its meaning.
+    Each member also has a short text (`str(status)`, `status.text`: `"success"`, …,
+    `"converged"`, `"max_steps"`, `"failed"`): what the JSON and netCDF outputs of a fit
+    store, and what `FitResult.status` was before it became a `Status`.
+
+    Deprecated since 0.1 (removed in 0.3 at the earliest): comparing a member with its
+    text (`result.status == "converged"`) still works but warns. Members hash as their
+    integers, so equality with a string broke Python's rule that equal values hash alike
+    (`{"converged": 1}[Status.CONVERGED]` failed), and two members (`MAX_STEPS` of a solve,
+    `FIT_MAX_STEPS` of a fit) shared the text `"max_steps"`. Compare with a member
+    (`result.status is ds.Status.CONVERGED`) or with `status.text`.
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    sol = ds.simulate(ds.models.Lorenz(), t0=0.0, t1=1.0, max_steps=4, throw=False)
+    status = ds.Status(int(sol.status))
+    assert status is ds.Status.MAX_STEPS and not status.ok and status.text == "max_steps"
+    print(status.message)  # what happened, and what to change
+    ```
     """
 
     # (integer, text, message). The integers of the first nine are stored in sweep outputs
@@ -168,11 +186,17 @@ class Status(enum.IntEnum):
         """The short text (`"converged"`, `"max_steps"`, …) that outputs store."""
         return self._text
 
-    # Equal to its text as well as to its integer (see the class docstring). The hash
-    # stays the integer's, so members still key dictionaries of codes; the price is that
-    # a member is not a key for its text (no code here looks one up that way).
+    # Equal to its integer, as an IntEnum; to its text only with a DeprecationWarning (see
+    # the class docstring): the hash is the integer's.
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
+            warnings.warn(
+                f"comparing a Status with a string ({other!r}) is deprecated since difsim "
+                f"0.1 and will be removed in 0.3: compare with ds.Status.{self.name} (or "
+                f"status.text == {other!r})",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             return other == self._text
         return int.__eq__(self, other)
 
