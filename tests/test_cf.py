@@ -240,3 +240,30 @@ def test_a_fit_figure_shows_estimates_residuals_and_a_band(decay_fit):
     assert len(residuals) == 1
     labels = [t for ax in fig.axes if ax.axison for t in (ax.get_xlabel(), ax.get_ylabel()) if t]
     assert all(re.search(r"\[[^\]]+\]$", t) for t in labels), labels  # units on every axis
+
+
+def test_time_is_the_cf_t_axis_of_simulate_and_sweep_outputs(tmp_path):
+    # cf_xarray (an independent CF reader) finds `time` as the T axis of each output whose
+    # model declares time units: a single run, a saved-series sweep (in memory and on
+    # disk) and a Monte Carlo sweep's statistics over time.
+    sir = ds.models.SIR()
+    kw = dict(t0=0.0, t1=10.0, save=5, rtol=1e-8, atol=1e-8, progress=False)
+    spec = ds.GridSweep({"beta": [1.0, 2.0]})
+    outputs = {
+        "simulate": ds.simulate(sir, t=jnp.linspace(0.0, 10.0, 5)).to_xarray(),
+        "sweep": ds.sweep(sir, spec, keep="trajectory", **kw),
+        "sweep on disk": run_sweep(sir, spec, output=tmp_path / "s.nc", keep="trajectory", **kw)[
+            0
+        ].load(),
+        "monte carlo": ds.sweep(
+            ds.models.StochasticSIR(), spec, samples=4, keep=["I.mean"], dt0=0.1, **kw
+        ),  # fmt: skip
+    }
+    for what, data in outputs.items():
+        assert data.cf.axes.get("T") == ["time"], what
+        assert data.time.attrs["axis"] == "T" and data.time.attrs["standard_name"] == "time"
+        assert data.time.attrs["units"] == "day" and cf_problems(data) == [], what
+    # Model time ("1") is no CF time (CF 4.4 needs time units): difsim declares no T axis
+    # (cf_xarray still guesses one from the name `time`, which the attributes cannot stop).
+    lorenz_time = ds.simulate(Lorenz(), t=jnp.linspace(0.0, 1.0, 3)).to_xarray().time.attrs
+    assert lorenz_time["units"] == "1" and not {"axis", "standard_name"} & set(lorenz_time)

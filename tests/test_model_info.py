@@ -23,7 +23,8 @@ def test_sir_parameters_state_and_equations(capsys):
     assert _row(out, "I") == ["I", "1", "count", "infectious people"]
     assert "Time units: day" in out
     assert "Ṡ = -β (S I)/N" in out  # the docstring's equation, LaTeX as Unicode
-    assert "Kermack and A. G. McKendrick" in out  # the source paragraph, not only the first
+    # The source paragraph, not only the first (wrapped to the terminal's width: compare words).
+    assert "W. O. Kermack and A. G. McKendrick" in " ".join(out.split())
 
 
 def test_model_observables_and_grid(capsys):

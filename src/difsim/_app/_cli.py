@@ -39,6 +39,7 @@ from difsim._io import (
 from difsim._resources import ResourceError
 from difsim._status import Status
 from difsim._sweep import SweepOutputError, maybe_initialize_from_env, stored_progress
+from difsim._xla import tune_xla
 
 _DOCS = "https://difsim.github.io/difsim/"  # where pyproject.toml's [project.urls] points
 
@@ -120,7 +121,10 @@ def _add_set(parser: argparse.ArgumentParser) -> None:
 
 def console_main() -> None:
     """The `difsim` console script and `python -m difsim`: [`main`][] on `sys.argv`, then a
-    fast exit (outputs are written and closed by then)."""
+    fast exit (outputs are written and closed by then). The process is the command's own:
+    it first tunes XLA for the ensemble engine ([`tune_xla`][]), which a library import
+    leaves to its user."""
+    tune_xla()
     try:
         code = main()
     except SystemExit as e:  # argparse: --help, --version, usage errors

@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from difsim._core import Model, SaveSpec
-from difsim._io import environment, environment_attrs, fixed_variables
+from difsim._io import environment, environment_attrs, fixed_variables, time_attrs
 from difsim._sweep._chunking import bytes_per_trajectory
 from difsim._sweep._layout import (
     coord_meta,
@@ -133,7 +133,8 @@ def statistics_dataset(model: Model, spec: PathSweep, setup: MCSetup, state) -> 
         coords = {}
     else:
         coords = spec_coords(coord_meta(model, spec.base.keys), spec.base, setup.dtype)
-    t_attrs = {"units": type(model).time_units} if type(model).time_units else {}
+    # The same time coordinate as every other output (units; CF's T axis for time units).
+    t_attrs = time_attrs(type(model).time_units)
     coords["time"] = (("time",), _time_coord(model, setup.times, setup.dtype), t_attrs)
     info = dict(model.initial_state().info)
     data_vars = {}
@@ -155,7 +156,7 @@ def statistics_dataset(model: Model, spec: PathSweep, setup: MCSetup, state) -> 
             _attrs_of(model, name, var, kind),
         )
     n = np.array([acc.n for acc in state.points], np.int64).reshape(base_shape)
-    data_vars["n_paths"] = (base_dims, n, {"long_name": "paths that succeeded"})
+    data_vars["n_paths"] = (base_dims, n, {"long_name": "paths that succeeded", "units": "1"})
     data_vars.update(fixed_variables(model, tuple(spec.keys)))  # array parameters
     attrs = {**setup.attrs, **count_attrs(state.status_counts())}
     attrs["quantiles_outside_range"] = outside
