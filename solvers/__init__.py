@@ -3,7 +3,9 @@
 This package is the lowest layer of difsim: it depends on diffrax, lineax and optimistix
 only, never on the difsim core, so the core (and configs) can look solvers up by name
 without import cycles. Every name a config may use is listed in [`SOLVERS`][],
-[`CONTROLLERS`][] and [`ADJOINTS`][]; each entry builds a diffrax object. The PDE steppers
+[`CONTROLLERS`][] and [`ADJOINTS`][]; each entry builds a diffrax object.
+[`ADJOINT_NAMES`][] is the one vocabulary of the `adjoint=` names of `simulate`,
+`simulate_ensemble` and `fit`. The PDE steppers
 ([`ETDRK4`][], [`CrankNicolson`][], [`BackwardEuler`][]) are diffrax solvers for a
 `MultiTerm(non-stiff, linear stiff)`; [`newton_krylov`][] makes an implicit solver
 matrix-free; [`Rodas5P`][] is a Rosenbrock method for small stiff systems; [`StageNewton`][]
@@ -42,3 +44,10 @@ from difsim.solvers._sde import (
 )
 from difsim.solvers._spectral_term import SpectralODETerm as SpectralODETerm
 from difsim.solvers._stage_newton import StageNewton as StageNewton
+from difsim.solvers._vocabulary import (
+    ADJOINT_NAMES as ADJOINT_NAMES,
+    ENTRY_POINTS as ENTRY_POINTS,
+    AdjointName as AdjointName,
+    adjoint_names as adjoint_names,
+    check_adjoint_name as check_adjoint_name,
+)

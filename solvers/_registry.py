@@ -20,6 +20,7 @@ from difsim.solvers._etdrk4 import ETDRK4
 from difsim.solvers._linear_implicit import BackwardEuler, CrankNicolson
 from difsim.solvers._rosenbrock import Rodas5P
 from difsim.solvers._stage_newton import StageNewton
+from difsim.solvers._vocabulary import check_adjoint_name
 
 # The named implicit solvers' nonlinear solves stop when their estimated error is this
 # fraction of the step's error allowance (`root_tol`; see `StageNewton`). Hairer & Wanner
@@ -260,4 +261,6 @@ def make_adjoint(adjoint: str | dfx.AbstractAdjoint) -> dfx.AbstractAdjoint:
     `CheckedBacksolveAdjoint`)."""
     if isinstance(adjoint, dfx.AbstractAdjoint):
         return checked_adjoint(adjoint)
+    # A name of the vocabulary that simulate does not take is refused saying who takes it.
+    check_adjoint_name(adjoint.lower() if isinstance(adjoint, str) else adjoint, "simulate")
     return _resolve("adjoint", adjoint, _ADJOINT_TABLE).build()

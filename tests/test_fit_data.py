@@ -122,7 +122,7 @@ def test_observation_function():
         (dict(free={"alpha": Bounded(0.6, 2.0)}), "initial value alpha = 0.55 lies outside"),
         (dict(free={"gamma": "bounded"}), "'gamma': unknown transform"),
         (dict(optimizer="adamm"), "unknown optimizer 'adamm'.*levenberg_marquardt.*adam"),
-        (dict(adjoint="backsolve"), "unknown adjoint 'backsolve'.*checkpoint, forward"),
+        (dict(adjoint="backsolve"), "fit does not take adjoint='backsolve'.*which simulate takes"),
         (dict(noise="poisson"), "unknown noise model 'poisson'"),
         (dict(weights={"hare": 1.0}), "weights names 'hare'"),
         (dict(weights={"prey": -1.0}), "weights\\['prey'\\] must be finite and non-negative"),

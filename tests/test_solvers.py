@@ -173,7 +173,7 @@ def test_tables_list_a_class_and_a_description_per_name():
     "kwargs, match",
     [
         (dict(solver="rk99"), r"unknown solver 'rk99'; choose one of 'euler', .*'kencarp5'"),
-        (dict(adjoint="magic"), r"unknown adjoint 'magic'; choose one of 'checkpoint', "),
+        (dict(adjoint="magic"), r"unknown adjoint 'magic' for simulate; choose one of 'check"),
         (dict(controller="fuzzy"), r"unknown step-size controller 'fuzzy'; .*'pid', 'constant'"),
         (dict(solver="euler"), r"solver Euler with a constant step size needs a step: pass dt0"),
         (dict(controller="constant"), r"Tsit5 with a constant step size needs a step"),

@@ -60,12 +60,12 @@ def print_solvers() -> int:
                                "adaptive", "description")))  # fmt: skip
     print("\nStep-size controllers ([solver] controller)\n")
     print(_table(list(solvers.CONTROLLERS.items()), ("name", "description")))
-    print("\nAdjoints ([solver] adjoint)\n")
+    print("\nAdjoints (adjoint= of simulate, simulate_ensemble and fit; [solver] adjoint)\n")
     rows = [
-        (name, f"{solvers.ADJOINT_DESCRIPTIONS.get(name, '')} ({cls.__name__})".strip())
-        for name, cls in solvers.ADJOINTS.items()
+        (name, *("yes" if e in a.taken_by else "-" for e in solvers.ENTRY_POINTS), a.meaning)
+        for name, a in solvers.ADJOINT_NAMES.items()
     ]
-    print(_table(rows, ("name", "description")))
+    print(_table(rows, ("name", *solvers.ENTRY_POINTS, "meaning")))
     return 0
 
 

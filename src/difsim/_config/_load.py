@@ -151,9 +151,9 @@ SECTIONS: dict[str, Section] = {
             "adjoint": Key(
                 STRING,
                 "how gradients pass through the solve (used by fitting), "
-                "from difsim.solvers.ADJOINTS",
+                "from difsim.solvers.ADJOINT_NAMES",
                 "checkpoint",
-                lambda: list(solvers.ADJOINTS),
+                lambda: list(solvers.adjoint_names("simulate")),
             ),
             "seed": Key(
                 SEED,

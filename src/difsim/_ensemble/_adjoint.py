@@ -32,7 +32,10 @@ with a thousand goes forward.
 import abc
 from typing import ClassVar
 
+import diffrax as dfx
 import equinox as eqx
+
+from difsim.solvers import check_adjoint_name
 
 
 class AbstractEnsembleAdjoint(eqx.Module):
@@ -167,15 +170,20 @@ ADJOINTS: dict[str, type[AbstractEnsembleAdjoint]] = {
 
 
 def make_adjoint(adjoint: "str | AbstractEnsembleAdjoint") -> AbstractEnsembleAdjoint:
-    """An adjoint from its name (`"auto"`, `"forward"`, `"checkpoint"`) or as given.
+    """An adjoint from its name (`"auto"`, `"forward"`, `"checkpoint"`, `"discrete"`: see
+    `difsim.solvers.ADJOINT_NAMES`) or as given.
 
-    **Raises:** `ValueError` naming the choices for anything else.
+    **Raises:** `ValueError` naming the choices for anything else (and, for a name of the
+    vocabulary the engine does not take, the entry points that take it).
     """
     if isinstance(adjoint, AbstractEnsembleAdjoint):
         return adjoint
     if isinstance(adjoint, str) and adjoint in ADJOINTS:
         return ADJOINTS[adjoint]()
+    if isinstance(adjoint, str):
+        check_adjoint_name(adjoint, "simulate_ensemble")  # says which entry point takes it
+    what = "a diffrax adjoint (ds.simulate's)" if isinstance(adjoint, dfx.AbstractAdjoint) else ""
     raise ValueError(
-        f"adjoint must be one of {', '.join(repr(k) for k in ADJOINTS)} or an ensemble "
-        f"adjoint object, got {adjoint!r}"
+        f"simulate_ensemble: adjoint must be one of {', '.join(repr(k) for k in ADJOINTS)} "
+        f"or an ensemble adjoint object, got {adjoint!r}{f', {what}' if what else ''}"
     )

@@ -4,7 +4,7 @@ problem (single or multiple shooting, or steady states) and its initial guess.""
 import numpy as np
 
 from difsim._core import Model
-from difsim._fit._drivers import ADJOINTS, OptimistixDriver, make_driver
+from difsim._fit._drivers import OptimistixDriver, make_driver
 from difsim._fit._shooting import (
     MultipleShooting,
     multiple_shooting as make_multiple_shooting,
@@ -12,6 +12,7 @@ from difsim._fit._shooting import (
 )
 from difsim._fit._steady import SteadyStateProblem
 from difsim._fit._stochastic import AbstractObjective
+from difsim.solvers import check_adjoint_name
 
 
 def objective_optimizer(objective, model: Model, optimizer):
@@ -57,10 +58,7 @@ def driver_for(optimizer, rate, tol, adjoint, steps, num_free: int, fdata):
         lsq = isinstance(driver, OptimistixDriver) and driver.least_squares
         # Forward mode when the Jacobian has fewer columns (free variables) than rows.
         adjoint = "forward" if lsq and num_free <= np.prod(fdata.values.shape) else "checkpoint"
-    if adjoint not in ADJOINTS:
-        raise ValueError(
-            f"unknown adjoint {adjoint!r} for fit; choose one of {', '.join(ADJOINTS)}"
-        )
+    check_adjoint_name(adjoint, "fit")  # refused naming who takes it, if anyone does
     driver = make_driver(
         optimizer, learning_rate=learning_rate, tol=tol, adjoint=adjoint, clip=clip
     )
