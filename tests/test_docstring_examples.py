@@ -17,8 +17,7 @@ import difsim
 FENCE = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 
 PENDING = {
-    "SolveError", "observable", "simulate", "steady_state", "to_xarray",
-    "KalmanLikelihood", "MultipleShooting", "SimulatedMoments",
+    "simulate", "KalmanLikelihood", "MultipleShooting", "SimulatedMoments",
     "animate", "plot", "plot_snapshots", "run_config",
 }  # fmt: skip
 

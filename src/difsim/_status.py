@@ -367,6 +367,21 @@ class SolveError(RuntimeError):
     `jax.jit` (also under an eager `jax.grad`). Inside `jax.jit` or `jax.vmap` compiled
     code cannot raise a Python exception of its own: there the same message comes as
     equinox's `EquinoxRuntimeError`; use `throw=False` and read `Solution.status` instead.
+
+    **Example:**
+
+    ```python
+    import difsim as ds
+
+    try:
+        ds.simulate(ds.models.Lorenz(), t0=0.0, t1=10.0, max_steps=8)  # throw=True: the default
+    except ds.SolveError as error:
+        assert error.status is ds.Status.MAX_STEPS
+        print(error)  # what failed, and what to change
+        assert error.solution is None or int(error.solution.status) == ds.Status.MAX_STEPS
+    else:
+        raise AssertionError("8 steps cannot reach t = 10")
+    ```
     """
 
     def __init__(self, message: str, *, status: Status, solution=None):

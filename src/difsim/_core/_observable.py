@@ -18,18 +18,37 @@ def observable(
 ) -> Any:
     """Mark a model method as an observable that sweeps can keep by name.
 
-    ```python
-    class Pendulum(ds.Model):
-        ...
-        @ds.observable(units="rad/s", description="mean angular velocity")
-        def mean_omega(self, ts, ys):
-            return (ys["theta"][-1] - ys["theta"][0]) / (ts[-1] - ts[0])
-    ```
-
     The method receives the saved times `ts` (shape `(time,)`) and the saved states `ys`
     (`{name: (time, *var_shape)}`) of **one** trajectory (sweeps `vmap` it) and returns a
     scalar or an array of fixed shape. It must be traceable by JAX (no Python `if` on
     values). `self` is the model of that trajectory, swept values included.
+
+    **Example:**
+
+    ```python
+    import numpy as np
+
+    import difsim as ds
+
+
+    class Decay(ds.Model):
+        k: float = ds.param(1.0, units="1/s")
+        state = ds.State(y=ds.Var(1.0))
+
+        def rhs(self, t, s):
+            return {"y": -self.k * s.y}
+
+        @ds.observable(units="1", description="fraction lost over the run")
+        def lost(self, ts, ys):
+            return 1.0 - ys["y"][-1] / ys["y"][0]
+
+
+    k = np.array([0.5, 1.0, 2.0])
+    out = ds.sweep(Decay(), ds.GridSweep({"k": k}), t0=0.0, t1=1.0, save=11, keep=["lost"],
+                   rtol=1e-6, atol=1e-6, progress=False)  # fmt: skip
+    assert out["lost"].attrs["long_name"] == "fraction lost over the run"
+    assert np.allclose(out["lost"], 1.0 - np.exp(-k), rtol=1e-4)
+    ```
     """
 
     def mark(f: Callable) -> Callable:

@@ -59,6 +59,30 @@ def steady_state(
       uses: the step is then rejected).
 
     **Returns:** a [`State`][] with the same variables (and metadata) as the model's.
+
+    **Example:**
+
+    ```python
+    import jax
+    import jax.numpy as jnp
+
+    import difsim as ds
+
+    lv = ds.models.LotkaVolterra()  # prey grows at alpha, predators die at gamma
+    eq = ds.steady_state(lv, {"prey": 30.0, "predator": 20.0}, rtol=1e-6, atol=1e-6)
+    assert jnp.allclose(eq["prey"], lv.gamma / lv.delta)  # the coexistence equilibrium
+    assert jnp.allclose(eq["predator"], lv.alpha / lv.beta)
+
+
+    # Its derivative by the implicit function theorem: d(prey*)/d(gamma) = 1/delta.
+    def prey_at(gamma):
+        model = ds.models.LotkaVolterra(gamma=gamma)
+        guess = {"prey": 30.0, "predator": 20.0}
+        return ds.steady_state(model, guess, rtol=1e-6, atol=1e-6)["prey"]
+
+
+    assert jnp.allclose(jax.grad(prey_at)(0.8), 1 / lv.delta, rtol=1e-4)
+    ```
     """
     state, status, result = solve_steady_state(
         model, guess, t=t, rtol=rtol, atol=atol, max_steps=max_steps

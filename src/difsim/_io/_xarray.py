@@ -65,6 +65,21 @@ def to_xarray(
     - `solution`: the result of `simulate`, possibly `vmap`ped (leading batch axes).
     - `batch_dims`: names of the leading batch axes (default `batch`, `batch1`, …).
     - `batch_coords`: coordinate values for those axes, `{dim: 1-D values}`.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import numpy as np
+
+    import difsim as ds
+
+    sol = ds.simulate(ds.models.ExponentialDecay(k=0.5), t=jnp.linspace(0.0, 2.0, 5))
+    data = sol.to_xarray()  # or ds.to_xarray(sol)
+    assert data["y"].dims == ("time",) and data["time"].attrs["units"] == "s"
+    assert data["y"].attrs["long_name"] == "amount remaining"
+    assert np.allclose(data["y"], np.exp(-0.5 * data["time"]), rtol=1e-5)
+    ```
     """
     status = np.asarray(solution.status)
     nbatch = status.ndim
