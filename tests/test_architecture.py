@@ -14,7 +14,9 @@ PACKAGE = ROOT / "src" / "difsim"
 # The folders of the installed package (src/difsim/models and src/difsim/solvers are links
 # to the top-level folders), by the name the page gives them.
 FOLDERS = {"src/difsim/": PACKAGE, "solvers/": ROOT / "solvers", "models/": ROOT / "models"}
-FOLDERS |= {f"src/difsim/{p.name}/": p for p in PACKAGE.glob("_*") if p.is_dir()}
+FOLDERS |= {
+    f"src/difsim/{p.name}/": p for p in PACKAGE.glob("_*") if p.is_dir() and p.name != "__pycache__"
+}
 # Not listed module by module, with the reason the page gives:
 # - every subpackage's `__init__.py`: "its face", said once on the page;
 # - `models/`: one module per model of the zoo, each described in docs/zoo.md.

@@ -17,7 +17,7 @@ import difsim
 FENCE = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 
 PENDING = {
-    "simulate", "KalmanLikelihood", "MultipleShooting", "SimulatedMoments",
+    "KalmanLikelihood", "MultipleShooting", "SimulatedMoments",
     "animate", "plot", "plot_snapshots", "run_config",
 }  # fmt: skip
 

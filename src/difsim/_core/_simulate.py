@@ -1,7 +1,7 @@
 """`simulate`: solve a model's ODE with diffrax and return a labelled `Solution`."""
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import diffrax as dfx
 import equinox as eqx
@@ -16,13 +16,12 @@ from difsim._core._adjoint import (
     forward_only,
     is_stiff_solver,
 )
+from difsim._core._backends import AbstractBackend, choose_backend
 from difsim._core._custom_types import RealScalarLike, SaveLike, Times
 from difsim._core._event import AbstractEvent
 from difsim._core._event_plan import EventPlan, plan_events
-from difsim._core._fixed_step import plan_scan, scan_solve
-from difsim._core._hybrid import solve_hybrid
+from difsim._core._fixed_step import plan_scan
 from difsim._core._model import Model
-from difsim._core._nonfinite import guard_nonfinite
 from difsim._core._own_steps import check_own_steps, own_steps
 from difsim._core._progress_meter import solve_meter
 from difsim._core._save import SaveSpec, check_dt0, check_saved_memory
@@ -36,7 +35,7 @@ from difsim._core._terms import check_stiff_term, model_terms, solve_controller,
 from difsim._core._throw import raise_if_failed
 from difsim._core._vector_field import Layout, VectorField, check_rhs, check_spectrum
 from difsim._pde import constrain
-from difsim._status import SolveError, Status, status_from_result
+from difsim._status import SolveError, Status, result_index
 
 
 def simulate(
@@ -131,6 +130,28 @@ def simulate(
       more axes are split along their trailing ones). Results equal the unsharded solve.
 
     **Returns:** a [`Solution`][]; `jit`, `vmap` and `grad` pass through.
+
+    **Example:**
+
+    ```python
+    import jax
+    import jax.numpy as jnp
+
+    import difsim as ds
+
+    sol = ds.simulate(ds.models.ExponentialDecay(k=0.5), t0=0.0, t1=2.0, save=5)
+    assert sol.status == ds.Status.SUCCESS and sol.ts.shape == (5,)
+    assert jnp.allclose(sol.ys["y"], jnp.exp(-0.5 * sol.ts), rtol=1e-5)  # y(t) = exp(-k t)
+
+
+    # Gradients pass through: d y(2) / dk = -2 exp(-2 k).
+    def final(k):
+        sol = ds.simulate(ds.models.ExponentialDecay(k=k), t0=0.0, t1=2.0, save="final")
+        return sol.ys["y"][-1]
+
+
+    assert jnp.allclose(jax.grad(final)(0.5), -2 * jnp.exp(-1.0), rtol=1e-4)
+    ```
     """
     # Sweeps pass `t` as a checked `SaveSpec`, `solver` as resolved `SolverSettings` (once).
     if not isinstance(model, Model):
@@ -195,12 +216,12 @@ def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout
     controller = solve_controller(settings, key, ts, times.final_only, t0, restarts(dfx_event),
                                   t1=t1)  # fmt: skip
     sol = _solve(
-        model, ts, t0, t1, dt0, terms=terms, solver=settings.solver,
-        controller=traced_tolerances(controller, dtype),
-        adjoint=adjoint_obj, event=dfx_event,
+        model, ts, t0, t1, dt0, backend=choose_backend(scan_plan, dfx_event), terms=terms,
+        solver=settings.solver, controller=traced_tolerances(controller, dtype),
+        adjoint=adjoint_obj,
         meter=solve_meter(model, times, layout) if progress else dfx.NoProgressMeter(),
         layout=layout, final_only=times.final_only, max_steps=settings.max_steps,
-        sharding=sharding, scan_plan=scan_plan,
+        sharding=sharding,
     )  # fmt: skip
     if not throw:
         return sol
@@ -272,65 +293,29 @@ def _check_adjoint_and_sharding(plan: EventPlan | None, adjoint, sharding) -> No
 
 
 @eqx.filter_jit
-def _solve(
-    model,
-    ts,
-    t0,
-    t1,
-    dt0,
-    *,
-    terms,
-    solver,
-    controller,
-    adjoint,
-    event,
-    meter,
-    layout,
-    final_only,
-    max_steps,
-    sharding,
-    scan_plan,
-):
+def _solve(model, ts, t0, t1, dt0, *, backend: AbstractBackend, terms, solver, controller,
+           adjoint, meter, layout, final_only, max_steps, sharding):  # fmt: skip
     field_ndim = 0 if sharding is None else len(sharding.spec)
     y0 = constrain(layout.pack(model.initial_state().values), sharding, field_ndim)
-    if scan_plan is not None:
-        sol = _scan_solve(terms, solver, ts, t0, t1, dt0, y0, model, final_only, scan_plan)
-    elif event is not None:  # events or dense output: from event to event (`_hybrid.py`)
-        sol = solve_hybrid(
-            event, terms=terms, solver=solver, t0=t0, t1=t1, dt0=dt0, y0=y0, model=model,
-            ts=None if final_only else ts, controller=guard_nonfinite(controller),
-            adjoint=adjoint, max_steps=max_steps, layout=layout, meter=meter,
-        )  # fmt: skip
-    else:
-        sol = _diffrax_solve(
-            terms, solver, t0, t1, dt0, y0, model, ts, final_only, controller, adjoint,
-            max_steps, meter,
-        )  # fmt: skip
-    status = status_from_result(sol.result) if event is None else sol.status
-    if event is None:
-        saved_ts, saved_ys = sol.ts, sol.ys
-    else:
-        saved_ts, saved_ys = sol.ts[0], sol.ys[0]
-    ys, status = _blank_unreached(saved_ts, saved_ys, status, layout, final_only)
-    if final_only:
-        # With an event the final state is the one where the solve stopped, not at t1.
-        out_ts = jnp.broadcast_to(t1 if event is None else sol.ts[1][0], (1,))
-    else:
-        out_ts = ts
-    t_end = y_end = None
-    extras = (None, None)  # the event record and the dense output
-    if event is not None:
-        t_end = sol.ts[1][0]
-        y_end = {k: v[0] for k, v in layout.unpack(sol.ys[1], axis=1).items()}
-        extras = (sol.record if event.events else None, sol.dense)
-    out_ts, ys, t_end, y_end, extras = forward_only(adjoint, (out_ts, ys, t_end, y_end, extras))
+    raw = backend.run(
+        terms=terms, solver=solver, t0=t0, t1=t1, dt0=dt0, y0=y0, model=model, ts=ts,
+        final_only=final_only, controller=controller, adjoint=adjoint, max_steps=max_steps,
+        meter=meter, layout=layout,
+    )  # fmt: skip
+    ys, status = _blank_unreached(raw.saved_ts, raw.saved_ys, raw.status, layout, final_only)
+    # The final state is the one where the solve stopped (an event's time, or t1).
+    out_ts = jnp.broadcast_to(raw.t_final, (1,)) if final_only else ts
+    extras = (raw.record, raw.dense)
+    out_ts, ys, t_end, y_end, extras = forward_only(
+        adjoint, (out_ts, ys, raw.t_end, raw.y_end, extras)
+    )
     return Solution(
         ts=out_ts,
         ys=constrain(ys, sharding, field_ndim),
         status=status,
-        num_steps=sol.stats["num_steps"],
-        num_accepted_steps=sol.stats["num_accepted_steps"],
-        num_rejected_steps=sol.stats["num_rejected_steps"],
+        num_steps=raw.stats["num_steps"],
+        num_accepted_steps=raw.stats["num_accepted_steps"],
+        num_rejected_steps=raw.stats["num_rejected_steps"],
         t_end=t_end,
         y_end=y_end,
         events=extras[0],
@@ -338,39 +323,8 @@ def _solve(
         model=model,
         var_info=layout.info,
         solver=type(solver).__name__,
-        result=getattr(sol.result, "_value", sol.result),
+        result=result_index(raw.result),
     )
-
-
-class _ScanSolution(NamedTuple):
-    ts: Any
-    ys: Any
-    result: Any
-    stats: dict
-
-
-def _scan_solve(terms, solver, ts, t0, t1, dt0, y0, model, final_only, plan) -> _ScanSolution:
-    """A fixed-step solve as `lax.scan`s, shaped like diffrax's solution."""
-    reached_saves, saved_ys, result, steps = scan_solve(terms, solver, t0, dt0, y0, model, plan)
-    save_ts = jnp.broadcast_to(t1, (1,)) if final_only else ts
-    return _ScanSolution(
-        ts=jnp.where(reached_saves, save_ts, jnp.inf),
-        ys=saved_ys,
-        result=result,
-        stats=dict(num_steps=steps, num_accepted_steps=steps, num_rejected_steps=steps * 0),
-    )
-
-
-def _diffrax_solve(
-    terms, solver, t0, t1, dt0, y0, model, ts, final_only, controller, adjoint, max_steps, meter
-):
-    # A plain SaveAt: diffrax's BacksolveAdjoint rejects `SaveAt(subs=...)`.
-    saveat = dfx.SaveAt(t1=True) if final_only else dfx.SaveAt(ts=ts)
-    return dfx.diffeqsolve(
-        terms, solver, t0, t1, dt0, y0, args=model, saveat=saveat,
-        stepsize_controller=guard_nonfinite(controller), adjoint=adjoint,
-        max_steps=max_steps, throw=False, progress_meter=meter,
-    )  # fmt: skip
 
 
 def _blank_unreached(saved_ts, saved_ys, status, layout: Layout, final_only: bool):
