@@ -39,6 +39,20 @@ def root(u, a, b):
 U = np.linspace(0.5, 3.0, 6)
 
 
+def test_tolerances_follow_the_precision():
+    # float32: the default is 1e-5 (1e-10, float64's, cannot be met and used to end in
+    # NEWTON_MAX_STEPS); a state in float32 reaches the cubic's root to float32 accuracy.
+    x32 = steady_state(
+        Cubic(u=jnp.float32(1.0), state=ds.State(x=jnp.float32(1.0), y=jnp.float32(1.0)))
+    ).x
+    assert x32.dtype == jnp.float32
+    np.testing.assert_allclose(float(x32), root(1.0, 1.0, 0.5), rtol=1e-5)
+    with pytest.raises(ValueError, match=r"steady_state rtol=1e-10 is below what float32"):
+        steady_state(Cubic(state=ds.State(x=jnp.float32(1.0), y=jnp.float32(1.0))), rtol=1e-10)
+    with pytest.raises(ValueError, match=r"steady_state rtol=1e-16 is below what float64"):
+        steady_state(Cubic(), rtol=1e-16)
+
+
 def test_steady_state_matches_the_cubic_root():
     states = jax.jit(jax.vmap(lambda u: steady_state(Cubic(u=u)).values))(jnp.asarray(U))
     for i, u in enumerate(U):

@@ -17,6 +17,7 @@ from jaxtyping import Array, Int
 
 from difsim._core._custom_types import RealScalarLike
 from difsim._core._model import Model
+from difsim._core._solver_defaults import check_tolerance
 from difsim._core._state import State
 from difsim._core._throw import checked_outputs, concrete_status
 from difsim._core._vector_field import Layout, VectorField, check_rhs
@@ -35,8 +36,8 @@ def steady_state(
     guess: State | Mapping[str, Any] | None = None,
     *,
     t: RealScalarLike = 0.0,
-    rtol: float = 1e-10,
-    atol: float = 1e-10,
+    rtol: float | None = None,
+    atol: float | None = None,
     max_steps: int = 256,
     throw: bool = True,
 ) -> State:
@@ -52,7 +53,9 @@ def steady_state(
       models).
     - `guess`: where Newton's method starts: a [`State`][] or a mapping of some variables
       (the rest from the model's initial state). Default: the model's initial state.
-    - `rtol`, `atol`: tolerances on the state for the Newton iteration.
+    - `rtol`, `atol`: tolerances on the state for the Newton iteration. Default 1e-10 in
+      float64 and 1e-5 in float32 (where 1e-10 cannot be met); an `rtol` below what the
+      state's precision can deliver is refused, as `simulate` refuses it.
     - `max_steps`: most Newton iterations.
     - `throw`: if `True`, a failure to converge raises an error naming its [`Status`][]
       and quoting optimistix; if `False` the returned values are NaN instead (what a fit
@@ -69,7 +72,7 @@ def steady_state(
     import difsim as ds
 
     lv = ds.models.LotkaVolterra()  # prey grows at alpha, predators die at gamma
-    eq = ds.steady_state(lv, {"prey": 30.0, "predator": 20.0}, rtol=1e-6, atol=1e-6)
+    eq = ds.steady_state(lv, {"prey": 30.0, "predator": 20.0})
     assert jnp.allclose(eq["prey"], lv.gamma / lv.delta)  # the coexistence equilibrium
     assert jnp.allclose(eq["predator"], lv.alpha / lv.beta)
 
@@ -77,8 +80,7 @@ def steady_state(
     # Its derivative by the implicit function theorem: d(prey*)/d(gamma) = 1/delta.
     def prey_at(gamma):
         model = ds.models.LotkaVolterra(gamma=gamma)
-        guess = {"prey": 30.0, "predator": 20.0}
-        return ds.steady_state(model, guess, rtol=1e-6, atol=1e-6)["prey"]
+        return ds.steady_state(model, {"prey": 30.0, "predator": 20.0})["prey"]
 
 
     assert jnp.allclose(jax.grad(prey_at)(0.8), 1 / lv.delta, rtol=1e-4)
@@ -113,8 +115,8 @@ def solve_steady_state(
     guess: State | Mapping[str, Any] | None = None,
     *,
     t: RealScalarLike = 0.0,
-    rtol: float = 1e-10,
-    atol: float = 1e-10,
+    rtol: float | None = None,
+    atol: float | None = None,
     max_steps: int = 256,
 ) -> tuple[State, Int[Array, ""], Int[Array, ""]]:
     """[`steady_state`][] that never raises, and says how it went.
@@ -132,6 +134,7 @@ def solve_steady_state(
     if guess is not None:
         state0 = state0.replace(**dict(guess))
     layout = Layout.of(state0)
+    rtol, atol = _tolerances(rtol, atol, layout.dtype)
     check_rhs(model, layout, "rhs")
     field = VectorField(layout, "rhs")
     time = jnp.asarray(t, layout.dtype)
@@ -156,3 +159,14 @@ def solve_steady_state(
     ok = status == Status.SUCCESS
     y = jax.tree.map(lambda v: jnp.where(ok, v, jnp.nan), sol.value)
     return layout.view(y), status, result_index(result)
+
+
+def _tolerances(rtol, atol, dtype) -> tuple[float, float]:
+    """`(rtol, atol)`, defaults by precision: 1e-10 in float64, 1e-5 in float32 (its
+    attainable relative error is about 6e-7), and an `rtol` it cannot meet refused."""
+    default = 1e-10 if jnp.finfo(dtype).bits >= 64 else 1e-5
+    rtol = default if rtol is None else rtol
+    atol = default if atol is None else atol
+    check_tolerance("rtol", rtol, "steady_state rtol", dtype=dtype)
+    check_tolerance("atol", atol, "steady_state atol")
+    return rtol, atol
