@@ -90,12 +90,14 @@ class SpectralBurgers(ds.Model):
     solver_defaults: ClassVar[dict[str, Any]] = {"solver": "tsit5", "controller": "pid"}
 
     def rhs_nonstiff(self, t, s):
-        derivative = ds.derivative_symbol(self.grid, "x", dtype=s.u.dtype)
-        multiplier = jnp.where(ds.dealias_mask(self.grid), -0.5 * derivative, 0)
-        return dict(u=ds.irfftn(multiplier * ds.rfftn(s.u**2, self.grid), self.grid))
+        derivative = ds.spectral.derivative_symbol(self.grid, "x", dtype=s.u.dtype)
+        multiplier = jnp.where(ds.spectral.dealias_mask(self.grid), -0.5 * derivative, 0)
+        return dict(
+            u=ds.spectral.irfftn(multiplier * ds.spectral.rfftn(s.u**2, self.grid), self.grid)
+        )
 
     def rhs_stiff(self, t, s):
-        return dict(u=self.nu * ds.spectral_laplacian(s.u, self.grid))
+        return dict(u=self.nu * ds.spectral.laplacian(s.u, self.grid))
 
 
 class Closure(eqx.Module):

@@ -18,7 +18,7 @@ class LinearAdvection(Model):
     $$\frac{\partial u}{\partial t} + \nabla\cdot(\mathbf c\,u) = 0
     \quad(= \partial_t u + \mathbf c\cdot\nabla u\ \text{for constant}\ \mathbf c)$$
 
-    Discretised in conservative (finite-volume) form by [`difsim.advection`][] with upwind
+    Discretised in conservative (finite-volume) form by [`difsim.fd.advection`][] with upwind
     fluxes reconstructed by `scheme` (`"weno5"`, fifth order on smooth profiles, or
     `"muscl"`), so $\int u\,dV$ is conserved to rounding on a periodic grid. Inflow
     boundaries take their values from `grid`'s conditions.

@@ -19,7 +19,7 @@ class Burgers(Model):
     = \nu\,\nabla^2 u \qquad\Big(\text{1-D: } u_t + \big(\tfrac12 u^2\big)_x = \nu u_{xx}\Big)$$
 
     The flux $\tfrac12u^2$ (along every axis of the grid) is differenced in conservative form
-    by [`difsim.conservative_divergence`][] (`scheme` `"weno5"` or `"muscl"`, local
+    by [`difsim.fd.conservative_divergence`][] (`scheme` `"weno5"` or `"muscl"`, local
     Lax–Friedrichs splitting with speed $|u|$), the viscous term by the second-order
     Laplacian, both with `grid`'s boundary conditions. Split for IMEX solvers:
     `rhs_nonstiff` is the advection, `rhs_stiff` the diffusion.

@@ -39,7 +39,7 @@ class Heat(Model):
 
     $$\frac{\partial u}{\partial t} = D\,\nabla^2 u + s$$
 
-    $\nabla^2$ is the finite-difference Laplacian of [`difsim.laplacian`][] (central,
+    $\nabla^2$ is the finite-difference Laplacian of [`difsim.fd.laplacian`][] (central,
     `order` 2 or 4) with the boundary conditions of `grid` (time-dependent boundary values
     are evaluated at $t$). The right-hand side is split for IMEX and implicit solvers:
     `rhs_stiff` $= D\nabla^2u$, `rhs_nonstiff` $= s$.

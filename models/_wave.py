@@ -19,7 +19,7 @@ class Wave(Model):
     \quad\Longleftrightarrow\quad
     \frac{\partial u}{\partial t} = v,\qquad \frac{\partial v}{\partial t} = c^2\,\nabla^2 u$$
 
-    $\nabla^2$ is the finite-difference Laplacian ([`difsim.laplacian`][], `order` 2 or 4)
+    $\nabla^2$ is the finite-difference Laplacian ([`difsim.fd.laplacian`][], `order` 2 or 4)
     with `grid`'s boundary conditions on $u$ (Dirichlet: fixed ends; Neumann: free ends).
     [`energy`][] is $E = \tfrac12\int (v^2 - c^2 u\,\nabla^2_h u)\,dV$, which equals
     $\tfrac12\int(u_t^2 + c^2|\nabla u|^2)\,dV$ up to the discretisation and is exactly

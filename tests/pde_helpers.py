@@ -6,7 +6,7 @@ import difsim as ds
 
 
 def periodic_laplacian(u, grid):
-    """Second-order periodic Laplacian by `jnp.roll` (a reference independent of ds.laplacian)."""
+    """Second-order periodic Laplacian by `jnp.roll` (a reference independent of ds.fd)."""
     axes = range(u.ndim - grid.ndim, u.ndim)
     return sum(
         (jnp.roll(u, 1, a) - 2 * u + jnp.roll(u, -1, a)) / dx**2 for a, dx in zip(axes, grid.dx)

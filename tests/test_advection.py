@@ -35,7 +35,7 @@ def _advect_sine(n, scheme, limiter="van_leer", final=0.1, cfl=0.05):
     x = grid.axis("x")
     steps = int(np.ceil(final / (cfl * grid.dx[0])))
     u = _ssprk3(
-        lambda t, v: ds.advection(v, 1.0, grid, scheme=scheme, limiter=limiter),
+        lambda t, v: ds.fd.advection(v, 1.0, grid, scheme=scheme, limiter=limiter),
         jnp.asarray(np.sin(2 * np.pi * x)),
         final / steps,
         steps,
@@ -67,7 +67,7 @@ def _square_wave(limiter, scheme="muscl"):
     dt = 1.0 / steps
 
     def rhs(t, v):
-        return ds.advection(v, 1.0, grid, scheme=scheme, limiter=limiter)
+        return ds.fd.advection(v, 1.0, grid, scheme=scheme, limiter=limiter)
 
     def step(u, _):
         u1 = u + dt * rhs(0.0, u)
@@ -101,7 +101,7 @@ def test_mass_conserved_2d_field_velocity():
     u0 = jnp.exp(-20 * ((x - 0.5) ** 2 + (y - 1.0) ** 2)) + 0.1 * jnp.sin(2 * np.pi * x)
     velocity = (1 + 0.5 * jnp.sin(np.pi * y), -0.7 * jnp.cos(2 * np.pi * x))
     for scheme in ("weno5", "muscl"):
-        u = _ssprk3(lambda t, v: ds.advection(v, velocity, grid, scheme=scheme), u0, 0.004, 50)
+        u = _ssprk3(lambda t, v: ds.fd.advection(v, velocity, grid, scheme=scheme), u0, 0.004, 50)
         assert abs(float(grid.integrate(u) - grid.integrate(u0))) < 1e-12
         assert float(jnp.abs(u - u0).max()) > 0.05  # it did move
 
@@ -116,7 +116,7 @@ def test_field_velocity_operator_order():
         c = 1 + 0.5 * np.sin(2 * np.pi * x)
         u = np.sin(2 * np.pi * x + 0.3)
         exact = -(np.pi * np.cos(2 * np.pi * x) * u + c * 2 * np.pi * np.cos(2 * np.pi * x + 0.3))
-        got = jax.jit(lambda u, c, grid=grid: ds.advection(u, c, grid))(u, c)
+        got = jax.jit(lambda u, c, grid=grid: ds.fd.advection(u, c, grid))(u, c)
         errors.append(np.abs(np.asarray(got) - exact).mean())
     # Jiang–Shu weights converge to the linear ones from above: measured 5.4.
     assert 4.8 < _order(ns, errors) < 6.0
@@ -142,7 +142,7 @@ def test_burgers_conservative_divergence():
             steps = int(np.ceil(final / (0.05 * grid.dx[0])))
 
             def rhs(t, v, grid=grid, scheme=scheme):
-                return -ds.conservative_divergence(
+                return -ds.fd.conservative_divergence(
                     v, lambda w: 0.5 * w**2, grid, speed=jnp.abs, scheme=scheme
                 )
 
@@ -173,7 +173,7 @@ def test_dirichlet_inflow_time_dependent():
         x = grid.axis("x")
         steps = int(np.ceil(final / (0.05 * grid.dx[0])))
         u = _ssprk3(
-            lambda t, v, grid=grid: ds.advection(v, 1.0, grid, t=t),
+            lambda t, v, grid=grid: ds.fd.advection(v, 1.0, grid, t=t),
             jnp.asarray(exact(x, 0.0)),
             final / steps,
             steps,
@@ -189,7 +189,7 @@ def test_batch_axes_and_gradient():
     grid = ds.Grid.periodic((16, 12), 1.0)
     x, y = grid.mesh()
     u = jnp.stack([jnp.sin(2 * np.pi * x), jnp.cos(2 * np.pi * y)])
-    advect = jax.jit(lambda v: ds.advection(v, (0.3, -0.2), grid))  # one compile per shape
+    advect = jax.jit(lambda v: ds.fd.advection(v, (0.3, -0.2), grid))  # one compile per shape
     both = advect(u)
     assert both.shape == (2, 16, 12)
     np.testing.assert_allclose(both[1], advect(u[1]), rtol=1e-13, atol=1e-13)
@@ -197,7 +197,7 @@ def test_batch_axes_and_gradient():
     # Differentiable in the velocity: against a central difference.
     @jax.jit
     def loss(c):
-        return jnp.sum(ds.advection(u[0], (c, 0.1), grid, scheme="muscl") ** 2)
+        return jnp.sum(ds.fd.advection(u[0], (c, 0.1), grid, scheme="muscl") ** 2)
 
     c0, h = 0.4, 1e-6
     np.testing.assert_allclose(
@@ -209,20 +209,20 @@ def test_bad_inputs_name_the_culprit():
     grid = ds.Grid.periodic((8, 8))
     u = jnp.zeros((8, 8))
     with pytest.raises(ValueError, match="scheme"):
-        ds.advection(u, (1.0, 1.0), grid, scheme="weno3")
+        ds.fd.advection(u, (1.0, 1.0), grid, scheme="weno3")
     with pytest.raises(ValueError, match="limiter"):
-        ds.advection(u, (1.0, 1.0), grid, scheme="muscl", limiter="koren")
+        ds.fd.advection(u, (1.0, 1.0), grid, scheme="muscl", limiter="koren")
     with pytest.raises(ValueError, match="velocity must give 2 components"):
-        ds.advection(u, 1.0, grid)
+        ds.fd.advection(u, 1.0, grid)
     with pytest.raises(ValueError, match=r"velocity\[1\] \(y component\) has shape \(8, 7\)"):
-        ds.advection(u, (1.0, jnp.zeros((8, 7))), grid)
+        ds.fd.advection(u, (1.0, jnp.zeros((8, 7))), grid)
     with pytest.raises(ValueError, match=r"u has shape \(8,\)"):
-        ds.advection(jnp.zeros(8), (1.0, 1.0), grid)
+        ds.fd.advection(jnp.zeros(8), (1.0, 1.0), grid)
     with pytest.raises(ValueError, match="flux"):
-        ds.conservative_divergence(u, lambda v: v, grid, speed=jnp.abs)
+        ds.fd.conservative_divergence(u, lambda v: v, grid, speed=jnp.abs)
     with pytest.raises(ValueError, match="flux"):
-        ds.conservative_divergence(u, lambda v: (v, v[:-1]), grid, speed=jnp.abs)
+        ds.fd.conservative_divergence(u, lambda v: (v, v[:-1]), grid, speed=jnp.abs)
     with pytest.raises(ValueError, match="speed"):
-        ds.conservative_divergence(u, lambda v: (v, v), grid, speed=lambda v: v[:2])
+        ds.fd.conservative_divergence(u, lambda v: (v, v), grid, speed=lambda v: v[:2])
     with pytest.raises(TypeError, match="speed"):
-        ds.conservative_divergence(u, lambda v: (v, v), grid, speed=1.0)
+        ds.fd.conservative_divergence(u, lambda v: (v, v), grid, speed=1.0)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from .test_public_api import DIFSIM, MODELS, SOLVERS
+from .test_public_api import DIFSIM, FD, MODELS, SOLVERS, SPECTRAL
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -44,6 +44,7 @@ def test_every_public_name_has_an_api_entry():
     entries = _api_entries()
     wanted = {f"difsim.{n}" for n in DIFSIM}
     wanted |= {f"difsim.models.{n}" for n in MODELS} | {f"difsim.solvers.{n}" for n in SOLVERS}
+    wanted |= {f"difsim.fd.{n}" for n in FD} | {f"difsim.spectral.{n}" for n in SPECTRAL}
     missing = sorted(wanted - entries)
     assert not missing, f"public names without a '::: name' entry in docs/api/*.md: {missing}"
     stray = sorted(entries - wanted)

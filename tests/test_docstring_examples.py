@@ -23,8 +23,13 @@ PENDING = {
 
 
 def _public() -> dict[str, object]:
-    names = (n for n in dir(difsim) if not n.startswith("_"))
-    return {n: getattr(difsim, n) for n in names if not inspect.ismodule(getattr(difsim, n))}
+    # The top level, and the PDE namespaces as `fd.laplacian`, `spectral.rfftn`, ...
+    found = {}
+    for prefix, module in (("", difsim), ("fd.", difsim.fd), ("spectral.", difsim.spectral)):
+        for n in (n for n in dir(module) if not n.startswith("_")):
+            if not inspect.ismodule(obj := getattr(module, n)):
+                found[prefix + n] = obj
+    return found
 
 
 def _examples(obj) -> list[str]:
@@ -38,9 +43,18 @@ def test_every_public_name_has_an_example_or_is_pending():
     assert not without, f"public names without a ```python example in their docstring: {without}"
 
 
-@pytest.mark.parametrize("name", sorted(set(_public()) - PENDING))
+PUBLIC = _public()
+
+
+@pytest.mark.parametrize("name", sorted(set(PUBLIC) - PENDING))
 def test_the_example_runs(name):
-    examples = _examples(getattr(difsim, name))
+    examples = _examples(PUBLIC[name])
     assert examples
     for i, code in enumerate(examples):
         exec(compile(code, f"<docstring example {i} of difsim.{name}>", "exec"), {})
+
+
+@pytest.mark.parametrize("module", [difsim.fd, difsim.spectral], ids=lambda m: m.__name__)
+def test_the_namespace_example_runs(module):
+    (code,) = _examples(module)
+    exec(compile(code, f"<docstring example of {module.__name__}>", "exec"), {})

@@ -58,7 +58,7 @@ class Reaction(ds.Model):
         return self.state.replace(u=jnp.sin(jnp.pi * self.grid.mesh()[0]))
 
     def rhs(self, t, s):
-        return {"u": self.D * ds.laplacian(s.u, self.grid) - self.k * s.u}
+        return {"u": self.D * ds.fd.laplacian(s.u, self.grid) - self.k * s.u}
 
 
 def _flat(sol_ys):

@@ -69,7 +69,7 @@ def test_laplacian_periodic_1d_order(order):
         x = grid.axis("x")
         u = jnp.asarray(np.sin(3 * x) + np.cos(x))
         exact = -9 * np.sin(3 * x) - np.cos(x)
-        errors.append(np.abs(np.asarray(ds.laplacian(u, grid, order=order)) - exact).max())
+        errors.append(np.abs(np.asarray(ds.fd.laplacian(u, grid, order=order)) - exact).max())
     assert abs(_order([1 / n for n in ns], errors) - order) < 0.2
 
 
@@ -82,7 +82,7 @@ def test_laplacian_periodic_2d_order(order):
         x, y = grid.mesh()
         u = jnp.sin(2 * x) * jnp.cos(2 * np.pi * y)
         exact = -(4 + (2 * np.pi) ** 2) * u
-        errors.append(float(jnp.abs(ds.laplacian(u, grid, order=order) - exact).max()))
+        errors.append(float(jnp.abs(ds.fd.laplacian(u, grid, order=order) - exact).max()))
     assert abs(_order([1 / n for n in ns], errors) - order) < 0.2
 
 
@@ -94,7 +94,7 @@ def test_gradient_divergence_periodic_order(order):
         grid = ds.Grid.periodic((n, n), 2 * np.pi)
         x, y = grid.mesh()
         u = jnp.sin(x) * jnp.cos(2 * y)
-        gx, gy = ds.gradient(u, grid, order=order)
+        gx, gy = ds.fd.gradient(u, grid, order=order)
         grad_errors.append(
             max(
                 float(jnp.abs(gx - jnp.cos(x) * jnp.cos(2 * y)).max()),
@@ -103,10 +103,10 @@ def test_gradient_divergence_periodic_order(order):
         )
         v = (jnp.sin(x) * jnp.sin(y), jnp.cos(x + 2 * y))
         exact_div = jnp.cos(x) * jnp.sin(y) - 2 * jnp.sin(x + 2 * y)
-        div_errors.append(float(jnp.abs(ds.divergence(v, grid, order=order) - exact_div).max()))
+        div_errors.append(float(jnp.abs(ds.fd.divergence(v, grid, order=order) - exact_div).max()))
         # div(grad u) is the wide-stencil Laplacian: same limit, same order, not equal.
-        wide = ds.divergence(ds.gradient(u, grid, order=order), grid, order=order)
-        consistency.append(float(jnp.abs(wide - ds.laplacian(u, grid, order=order)).max()))
+        wide = ds.fd.divergence(ds.fd.gradient(u, grid, order=order), grid, order=order)
+        consistency.append(float(jnp.abs(wide - ds.fd.laplacian(u, grid, order=order)).max()))
     hs = [1 / n for n in ns]
     assert abs(_order(hs, grad_errors) - order) < 0.2
     assert abs(_order(hs, div_errors) - order) < 0.2
@@ -123,7 +123,7 @@ def test_biharmonic_periodic_order(order):
         x, y = grid.mesh()
         u = jnp.sin(x) * jnp.cos(2 * y) + jnp.cos(3 * x)
         exact = 25 * jnp.sin(x) * jnp.cos(2 * y) + 81 * jnp.cos(3 * x)
-        errors.append(float(jnp.abs(ds.biharmonic(u, grid, order=order) - exact).max()))
+        errors.append(float(jnp.abs(ds.fd.biharmonic(u, grid, order=order) - exact).max()))
     assert abs(_order([1 / n for n in ns], errors) - order) < 0.2
 
 
@@ -131,8 +131,8 @@ def test_derivative_axis_by_name_and_index():
     grid = ds.Grid.periodic((8, 64), (2 * np.pi, 2 * np.pi))
     x, y = grid.mesh()
     u = jnp.sin(x) * jnp.sin(2 * y)
-    by_name = ds.derivative(u, grid, "y", order=4)
-    by_index = ds.derivative(u, grid, -1, order=4)
+    by_name = ds.fd.derivative(u, grid, "y", order=4)
+    by_index = ds.fd.derivative(u, grid, -1, order=4)
     np.testing.assert_array_equal(by_name, by_index)
     # Truncation error (2h)⁴/30·|u⁽⁵⁾| ≈ 1.1e-4 with h = 2π/64.
     np.testing.assert_allclose(by_name, 2 * jnp.sin(x) * jnp.cos(2 * y), atol=1.5e-4)
@@ -158,7 +158,7 @@ def test_laplacian_boundary_orders(kind, order, row_order, solve_order):
         x = grid.axis("x")
 
         def op(v, grid=grid):
-            return ds.laplacian(v, grid, order=order)
+            return ds.fd.laplacian(v, grid, order=order)
 
         error = np.abs(np.asarray(op(jnp.asarray(_exact_1d(x)))) - _d2exact_1d(x))
         interior.append(error[_middle(x)].max())
@@ -186,13 +186,15 @@ def test_dirichlet_operator_is_stable_and_neumann_conserves():
     for bc in (ds.Dirichlet(0.0), ds.Neumann(0.0)):
         for order in (2, 4):
             grid = ds.Grid(24, 1.0, bc)
-            matrix, _ = _affine_matrix(lambda v, g=grid, o=order: ds.laplacian(v, g, order=o), 24)
+            matrix, _ = _affine_matrix(
+                lambda v, g=grid, o=order: ds.fd.laplacian(v, g, order=o), 24
+            )
             eig = np.linalg.eigvals(matrix)
             assert np.abs(eig.imag).max() < 1e-8
             assert eig.real.max() < (1e-9 if isinstance(bc, ds.Neumann) else -9.0)
     # Second-order no-flux Neumann is the finite-volume Laplacian: mass is exactly conserved.
     grid = ds.Grid.neumann(24, 1.0)
-    matrix, _ = _affine_matrix(lambda v: ds.laplacian(v, grid), 24)
+    matrix, _ = _affine_matrix(lambda v: ds.fd.laplacian(v, grid), 24)
     np.testing.assert_allclose(matrix.sum(axis=0), 0.0, atol=1e-9)
 
 
@@ -205,7 +207,7 @@ def test_derivative_boundary_orders(kind, order, row_order):
     for n in ns:
         grid = _grid_1d(n, kind)
         x = grid.axis("x")
-        du = ds.derivative(jnp.asarray(_exact_1d(x)), grid, "x", order=order)
+        du = ds.fd.derivative(jnp.asarray(_exact_1d(x)), grid, "x", order=order)
         error = np.abs(np.asarray(du) - _dexact_1d(x))
         interior.append(error[_middle(x)].max())
         rows.append(max(error[:2].max(), error[-2:].max()))
@@ -242,7 +244,7 @@ def test_laplacian_2d_time_dependent_dirichlet(order):
         x, y = (np.asarray(a) for a in grid.mesh())
         u = jnp.asarray(_u2d(x, y, t))
         exact = -(K1**2 + K2**2) * _u2d(x, y, t)
-        error = np.abs(np.asarray(ds.laplacian(u, grid, order=order, t=t)) - exact)
+        error = np.abs(np.asarray(ds.fd.laplacian(u, grid, order=order, t=t)) - exact)
         interior.append(error[np.ix_(_middle(grid.axis(0)), _middle(grid.axis(1)))].max())
         everywhere.append(error.max())
     hs = [1 / n for n in ns]
@@ -250,10 +252,10 @@ def test_laplacian_2d_time_dependent_dirichlet(order):
     # With the boundary rows: O(1) for order 2 (Dirichlet rows), O(h³) for order 4.
     assert abs(_order(hs, everywhere) - (0 if order == 2 else 3)) < 0.25
     # The time matters: the face values at another time give a different answer there.
-    other = ds.laplacian(u, grid, order=order, t=0.0)
-    assert float(jnp.abs(other - ds.laplacian(u, grid, order=order, t=t)).max()) > 1.0
+    other = ds.fd.laplacian(u, grid, order=order, t=0.0)
+    assert float(jnp.abs(other - ds.fd.laplacian(u, grid, order=order, t=t)).max()) > 1.0
     with pytest.raises(ValueError, match="time-dependent"):
-        ds.laplacian(u, grid, order=order)
+        ds.fd.laplacian(u, grid, order=order)
 
 
 def test_batch_axes_and_bc_override():
@@ -261,15 +263,15 @@ def test_batch_axes_and_bc_override():
     x, y = (np.asarray(a) for a in grid.mesh())
     stacked = jnp.stack([jnp.asarray(_u2d(x, y, 0.7)), jnp.asarray(2 * _u2d(x, y, 0.7))])
     # Face values broadcast over the leading axis.
-    out = ds.laplacian(stacked, grid, order=4, t=0.7)
+    out = ds.fd.laplacian(stacked, grid, order=4, t=0.7)
     assert out.shape == (2, 16, 16)
-    np.testing.assert_allclose(out[0], ds.laplacian(stacked[0], grid, order=4, t=0.7))
+    np.testing.assert_allclose(out[0], ds.fd.laplacian(stacked[0], grid, order=4, t=0.7))
     # `bc=` another grid's conditions (here zero Dirichlet) replace the grid's own.
     zero = grid.with_bc(ds.Dirichlet(0.0))
-    a = ds.laplacian(stacked[0], grid, bc=zero)
-    b = ds.laplacian(stacked[0], zero)
+    a = ds.fd.laplacian(stacked[0], grid, bc=zero)
+    b = ds.fd.laplacian(stacked[0], zero)
     np.testing.assert_array_equal(a, b)
-    gx, gy = ds.gradient(stacked, grid, order=2, t=0.7)
+    gx, gy = ds.fd.gradient(stacked, grid, order=2, t=0.7)
     assert gx.shape == gy.shape == (2, 16, 16)
 
 
@@ -277,12 +279,12 @@ def test_operators_jit_and_grad():
     grid = ds.Grid.dirichlet((12, 10), 1.0, value=1.0)
     rng = np.random.default_rng(0)
     u, w, v = (jnp.asarray(rng.normal(size=(12, 10))) for _ in range(3))
-    jitted = jax.jit(lambda a: ds.laplacian(a, grid, order=4))
-    np.testing.assert_allclose(jitted(u), ds.laplacian(u, grid, order=4), rtol=1e-12)
+    jitted = jax.jit(lambda a: ds.fd.laplacian(a, grid, order=4))
+    np.testing.assert_allclose(jitted(u), ds.fd.laplacian(u, grid, order=4), rtol=1e-12)
     # The operator is affine, L u = A u + b: the gradient of <w, L u> is Aᵀw, so its inner
     # product with any v is <w, A v> = <w, L v - L 0>.
-    grad = jax.grad(lambda a: jnp.sum(w * ds.laplacian(a, grid, order=4)))(u)
-    a_v = ds.laplacian(v, grid, order=4) - ds.laplacian(jnp.zeros_like(v), grid, order=4)
+    grad = jax.grad(lambda a: jnp.sum(w * ds.fd.laplacian(a, grid, order=4)))(u)
+    a_v = ds.fd.laplacian(v, grid, order=4) - ds.fd.laplacian(jnp.zeros_like(v), grid, order=4)
     np.testing.assert_allclose(jnp.sum(grad * v), jnp.sum(w * a_v), rtol=1e-10)
 
 
@@ -293,26 +295,26 @@ def test_bad_inputs_name_the_culprit():
     grid = ds.Grid.periodic((8, 8))
     u = jnp.zeros((8, 8))
     with pytest.raises(ValueError, match=r"u has shape \(8, 7\)"):
-        ds.laplacian(jnp.zeros((8, 7)), grid)
+        ds.fd.laplacian(jnp.zeros((8, 7)), grid)
     with pytest.raises(ValueError, match="order"):
-        ds.laplacian(u, grid, order=3)
+        ds.fd.laplacian(u, grid, order=3)
     with pytest.raises(ValueError, match="order"):
-        ds.derivative(u, grid, "x", order=6)
+        ds.fd.derivative(u, grid, "x", order=6)
     with pytest.raises(ValueError, match="axis 'z'"):
-        ds.derivative(u, grid, "z")
+        ds.fd.derivative(u, grid, "z")
     with pytest.raises(ValueError, match="v has 1 components"):
-        ds.divergence([u], grid)
+        ds.fd.divergence([u], grid)
     with pytest.raises(ValueError, match=r"v\[1\] \(y component\)"):
-        ds.divergence([u, jnp.zeros(8)], grid)
+        ds.fd.divergence([u, jnp.zeros(8)], grid)
     with pytest.raises(ValueError, match="bc must be a ds.Grid"):
-        ds.laplacian(u, grid, bc=ds.Grid.periodic((4, 4)))
+        ds.fd.laplacian(u, grid, bc=ds.Grid.periodic((4, 4)))
     with pytest.raises(TypeError, match="grid"):
-        ds.laplacian(u, "grid")
+        ds.fd.laplacian(u, "grid")
 
 
 def test_biharmonic_refuses_non_periodic_axis():
     grid = ds.Grid((8, 8), 1.0, (ds.Periodic(), ds.Dirichlet(0.0)))
     with pytest.raises(ValueError, match=r"axis 'y' has boundary condition Dirichlet\(0\)"):
-        ds.biharmonic(jnp.zeros((8, 8)), grid)
+        ds.fd.biharmonic(jnp.zeros((8, 8)), grid)
     with pytest.raises(ValueError, match="axis 'x'.*Neumann"):
-        ds.biharmonic(jnp.zeros(8), ds.Grid.neumann(8))
+        ds.fd.biharmonic(jnp.zeros(8), ds.Grid.neumann(8))

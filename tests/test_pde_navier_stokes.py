@@ -113,7 +113,7 @@ def test_energy_decays_at_twice_nu_times_enstrophy():
     # exchanges no energy, so dE/dt = -2νZ exactly for the semi-discrete system.
     nu = 0.02
     model = _free(nu=nu)
-    omega0 = ds.dealias(model.initial_state()["omega"], GRID)
+    omega0 = ds.spectral.dealias(model.initial_state()["omega"], GRID)
     model = model.replace(**{"state.omega": omega0})
     # Instantaneously: dE/dt = ∫ ψ ω_t.
     state = model.state.with_values({"omega": omega0})

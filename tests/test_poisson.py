@@ -91,12 +91,12 @@ def test_order_2d(kinds):
     errors = []
     for n in NS_2D:
         grid, f, exact = _problem_2d(n, kinds)
-        u = ds.solve_poisson(f, grid)  # "auto" is CG here (compiled once with "cg")
+        u = ds.fd.solve_poisson(f, grid)  # "auto" is CG here (compiled once with "cg")
         errors.append(_err(u, exact, zero_mean=singular))
         if n == NS_2D[0]:
-            # The discrete problem is that of ds.laplacian, boundary data included; for
+            # The discrete problem is that of ds.fd.laplacian, boundary data included; for
             # pure Neumann up to the constant that makes it compatible.
-            residual = np.asarray(ds.laplacian(u, grid)) - f
+            residual = np.asarray(ds.fd.laplacian(u, grid)) - f
             if singular:
                 assert abs(float(np.mean(u))) < 1e-12  # the gauge
                 assert np.ptp(residual) < 1e-6 and abs(np.mean(residual)) < 1e-2
@@ -125,7 +125,7 @@ def test_order_1d():
         for n in ns:
             grid = ds.Grid(n, 1.0, [bc])
             (x,) = _mesh(grid)
-            u = ds.solve_poisson(-9 * np.cos(3 * x), grid)  # "auto": tridiagonal
+            u = ds.fd.solve_poisson(-9 * np.cos(3 * x), grid)  # "auto": tridiagonal
             errors.append(_err(u, exact(x), zero_mean=name == "neumann"))
         assert abs(_order(ns, errors) - 2) < 0.2, (name, errors)
 
@@ -144,13 +144,13 @@ def test_periodic_fft():
         grid = ds.Grid.periodic((n, n), 2 * math.pi)
         x, y = _mesh(grid)
         f = source(x, y)
-        u = ds.solve_poisson(f, grid)  # "auto": FFT of the finite-difference symbol
+        u = ds.fd.solve_poisson(f, grid)  # "auto": FFT of the finite-difference symbol
         fd_errors.append(_err(u, exact(x, y), zero_mean=True))
-        # Same discrete problem as ds.laplacian.
+        # Same discrete problem as ds.fd.laplacian.
         if n == ns[0]:
-            assert np.max(np.abs(np.asarray(ds.laplacian(u, grid)) - f)) < 1e-11
-        spectral = ds.solve_poisson(f, grid, method="spectral")
-        assert _err(spectral, ds.inverse_laplacian(f, grid)) == 0
+            assert np.max(np.abs(np.asarray(ds.fd.laplacian(u, grid)) - f)) < 1e-11
+        spectral = ds.fd.solve_poisson(f, grid, method="spectral")
+        assert _err(spectral, ds.spectral.inverse_laplacian(f, grid)) == 0
         spectral_errors.append(_err(spectral, exact(x, y), zero_mean=True))
     assert abs(_order(ns, fd_errors) - 2) < 0.2, fd_errors
     assert spectral_errors[-1] < 1e-12 and spectral_errors[0] < 1e-5
@@ -161,23 +161,23 @@ def test_periodic_fft():
         grid = ds.Grid.periodic(n, 2 * math.pi)
         (x,) = _mesh(grid)
         f = (np.cos(x) ** 2 - np.sin(x)) * np.exp(np.sin(x))
-        errors.append(_err(ds.solve_poisson(f, grid, method="fft"), np.exp(np.sin(x)), True))
+        errors.append(_err(ds.fd.solve_poisson(f, grid, method="fft"), np.exp(np.sin(x)), True))
     assert abs(_order(ns, errors) - 2) < 0.2, errors
 
 
 def test_methods_agree():
     grid, f, _ = _problem_2d(NS_2D[0], MIXED)
-    reference = ds.solve_poisson(f, grid, method="cg")
+    reference = ds.fd.solve_poisson(f, grid, method="cg")
     scale = np.max(np.abs(reference))
     for method in ("gmres", "bicgstab"):
-        u = ds.solve_poisson(f, grid, method=method)
+        u = ds.fd.solve_poisson(f, grid, method=method)
         assert _err(u, reference) < 1e-8 * scale, method
 
     # 1-D pure Neumann: the direct tridiagonal solve against CG.
     grid1 = ds.Grid(16, 2.0, [(ds.Neumann(0.5), ds.Neumann(-0.2))])
     (x,) = _mesh(grid1)
-    direct = ds.solve_poisson(np.exp(x), grid1, method="tridiagonal")
-    cg = ds.solve_poisson(np.exp(x), grid1, method="cg")
+    direct = ds.fd.solve_poisson(np.exp(x), grid1, method="tridiagonal")
+    cg = ds.fd.solve_poisson(np.exp(x), grid1, method="cg")
     assert _err(direct, cg) < 1e-8 * np.max(np.abs(direct))
 
 
@@ -185,21 +185,21 @@ def test_time_dependent_boundary_and_batch():
     grid = ds.Grid(16, 1.0, ds.Dirichlet(lambda t: 2.0 * t))
     (x,) = _mesh(grid)
     f = np.stack([np.zeros(16), np.cos(x)])
-    u = ds.solve_poisson(f, grid, t=0.5)  # boundary value 2t = 1
+    u = ds.fd.solve_poisson(f, grid, t=0.5)  # boundary value 2t = 1
     assert u.shape == (2, 16)
     assert _err(u[0], 1.0) < 1e-12  # zero source: the constant boundary value
-    fixed = ds.solve_poisson(np.cos(x), ds.Grid.dirichlet(16, value=1.0))
+    fixed = ds.fd.solve_poisson(np.cos(x), ds.Grid.dirichlet(16, value=1.0))
     assert _err(u[1], fixed) < 1e-12
     assert _err(u[1], 2.0 - np.cos(x) + (math.cos(1.0) - 1) * x) < 1e-3
 
 
 def test_jit_vmap():
     grid, f, _ = _problem_2d(12, DIRICHLET)
-    solve = eqx.filter_jit(jax.vmap(lambda g: ds.solve_poisson(g, grid)))
+    solve = eqx.filter_jit(jax.vmap(lambda g: ds.fd.solve_poisson(g, grid)))
     batch = np.stack([f, 2 * f + 1])
     out = solve(batch)
     for i in range(2):
-        assert _err(out[i], ds.solve_poisson(batch[i], grid)) < 1e-8
+        assert _err(out[i], ds.fd.solve_poisson(batch[i], grid)) < 1e-8
 
 
 def test_grad_against_finite_differences():
@@ -210,7 +210,7 @@ def test_grad_against_finite_differences():
     def loss(a, b):
         bc = {"x-": ds.Dirichlet(b), "x+": ds.Dirichlet(0.0), "y": ds.Neumann(0.0)}
         grid = ds.Grid((12, 12), EXTENT, bc)
-        u = ds.solve_poisson(a * f0, grid, method="cg", rtol=1e-11, atol=1e-11)
+        u = ds.fd.solve_poisson(a * f0, grid, method="cg", rtol=1e-11, atol=1e-11)
         return grid.integrate(u**2)
 
     # One compiled program: the gradient, and the loss the finite differences read off it.
@@ -231,7 +231,7 @@ def test_grad_against_finite_differences():
         @jax.jit
         @jax.value_and_grad
         def loss1(a, grid=grid):
-            u = ds.solve_poisson(np.sin(2 * math.pi * xp) + a * xp**2, grid)
+            u = ds.fd.solve_poisson(np.sin(2 * math.pi * xp) + a * xp**2, grid)
             return jnp.sum(u**3)
 
         g = loss1(0.4)[1]
@@ -243,22 +243,22 @@ def test_errors():
     dirichlet = ds.Grid.dirichlet((8, 8))
     f = jnp.zeros((8, 8))
     with pytest.raises(ValueError, match="unknown method 'lu'"):
-        ds.solve_poisson(f, dirichlet, method="lu")
+        ds.fd.solve_poisson(f, dirichlet, method="lu")
     with pytest.raises(ValueError, match=r"method='fft' needs a periodic grid.*axis 'x'"):
-        ds.solve_poisson(f, dirichlet, method="fft")
+        ds.fd.solve_poisson(f, dirichlet, method="fft")
     with pytest.raises(ValueError, match="tridiagonal"):
-        ds.solve_poisson(f, dirichlet, method="tridiagonal")
+        ds.fd.solve_poisson(f, dirichlet, method="tridiagonal")
     with pytest.raises(ValueError, match="tridiagonal"):
-        ds.solve_poisson(jnp.zeros(8), ds.Grid.periodic(8), method="tridiagonal")
+        ds.fd.solve_poisson(jnp.zeros(8), ds.Grid.periodic(8), method="tridiagonal")
     with pytest.raises(ValueError, match=r"f has shape \(8, 7\)"):
-        ds.solve_poisson(jnp.zeros((8, 7)), dirichlet)
+        ds.fd.solve_poisson(jnp.zeros((8, 7)), dirichlet)
     with pytest.raises(ValueError, match="rtol"):
-        ds.solve_poisson(f, dirichlet, rtol=-1.0)
+        ds.fd.solve_poisson(f, dirichlet, rtol=-1.0)
     with pytest.raises(ValueError, match="max_steps"):
-        ds.solve_poisson(f, dirichlet, max_steps=0)
+        ds.fd.solve_poisson(f, dirichlet, max_steps=0)
     with pytest.raises(ValueError, match="time-dependent"):
-        ds.solve_poisson(jnp.zeros(8), ds.Grid.dirichlet(8, value=lambda t: t))
+        ds.fd.solve_poisson(jnp.zeros(8), ds.Grid.dirichlet(8, value=lambda t: t))
     x, y = _mesh(dirichlet)
     with pytest.raises(eqx.EquinoxRuntimeError, match=r"method='cg'.*max_steps=3"):
-        u = ds.solve_poisson(np.exp(x) * y, dirichlet, method="cg", max_steps=3)
+        u = ds.fd.solve_poisson(np.exp(x) * y, dirichlet, method="cg", max_steps=3)
         u.block_until_ready()

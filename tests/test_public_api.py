@@ -8,7 +8,8 @@ the namespace; `wants_split_terms` was added to `difsim.solvers`; issue 13 added
 stochastic models: `Noise`, `brownian_path`, `KalmanLikelihood`, `SimulatedMoments`, three
 SDE zoo models and the SDE solver table; issue 28 added equation discovery: `discover`,
 `Discovery`, `PolynomialLibrary`, `FunctionLibrary`; issue 32 added `tune_xla`, the opt-in
-that `import difsim` no longer applies itself.)"""
+that `import difsim` no longer applies itself, and moved the 20 PDE operators into the
+`fd` and `spectral` namespaces.)"""
 
 import inspect
 
@@ -57,44 +58,54 @@ DIFSIM = {
     "Var": "class",
     "VarInfo": "class",
     "ZipSweep": "class",
-    "advection": "function",
     "animate": "function",
-    "biharmonic": "function",
     "brownian_path": "function",
-    "conservative_divergence": "function",
-    "dealias": "function",
-    "dealias_mask": "function",
     "discover": "function",
-    "derivative": "function",
-    "derivative_symbol": "function",
-    "divergence": "function",
+    "fd": "module",
     "domain_sharding": "function",
     "fit": "function",
-    "gradient": "function",
-    "inverse_laplacian": "function",
-    "inverse_laplacian_symbol": "function",
-    "irfftn": "function",
-    "laplacian": "function",
-    "laplacian_symbol": "function",
     "load_config": "function",
     "models": "module",
     "observable": "function",
     "param": "function",
     "plot": "function",
     "plot_snapshots": "function",
-    "rfftn": "function",
     "run_config": "function",
     "simulate": "function",
     "simulate_ensemble": "function",
-    "solve_poisson": "function",
     "solvers": "module",
-    "spectral_derivative": "function",
-    "spectral_gradient": "function",
-    "spectral_laplacian": "function",
+    "spectral": "module",
     "steady_state": "function",
     "sweep": "function",
     "to_xarray": "function",
     "tune_xla": "function",
+}
+
+# The PDE operators, by namespace (issue 32.4 moved them from the top level, where the old
+# names remain as deprecated aliases: test_moved_pde_operators_warn_and_still_work).
+FD = {
+    "advection": "function",
+    "biharmonic": "function",
+    "conservative_divergence": "function",
+    "derivative": "function",
+    "divergence": "function",
+    "gradient": "function",
+    "laplacian": "function",
+    "solve_poisson": "function",
+}
+
+SPECTRAL = {
+    "dealias": "function",
+    "dealias_mask": "function",
+    "derivative": "function",
+    "derivative_symbol": "function",
+    "gradient": "function",
+    "inverse_laplacian": "function",
+    "inverse_laplacian_symbol": "function",
+    "irfftn": "function",
+    "laplacian": "function",
+    "laplacian_symbol": "function",
+    "rfftn": "function",
     "wavenumbers": "function",
 }
 
@@ -174,8 +185,14 @@ def _kind(value) -> str:
 
 @pytest.mark.parametrize(
     "module, expected",
-    [(difsim, DIFSIM), (difsim.models, MODELS), (difsim.solvers, SOLVERS)],
-    ids=["difsim", "difsim.models", "difsim.solvers"],
+    [
+        (difsim, DIFSIM),
+        (difsim.fd, FD),
+        (difsim.spectral, SPECTRAL),
+        (difsim.models, MODELS),
+        (difsim.solvers, SOLVERS),
+    ],
+    ids=["difsim", "difsim.fd", "difsim.spectral", "difsim.models", "difsim.solvers"],
 )
 def test_public_names_and_kinds_are_unchanged(module, expected):
     public = {n: _kind(getattr(module, n)) for n in dir(module) if not n.startswith("_")}
@@ -195,3 +212,22 @@ def test_every_public_name_is_documented_where_it_is_defined():
         if k in ("class", "function") and not getattr(difsim, n).__doc__
     ]
     assert not undocumented, undocumented
+
+
+def test_moved_pde_operators_warn_and_still_work():
+    # docs/versions.md: a moved name keeps working, warns naming its replacement, and is
+    # not listed by dir() (so it is not part of the public face above).
+    from difsim._deprecated import MOVED
+
+    assert len(MOVED) == 20 and not set(MOVED) & set(dir(difsim))
+    for old, (namespace, new) in MOVED.items():
+        with pytest.warns(
+            DeprecationWarning, match=rf"ds\.{old} is deprecated .* ds\.{namespace}\.{new}$"
+        ):
+            alias = getattr(difsim, old)
+        assert alias is getattr(getattr(difsim, namespace), new)
+    with pytest.warns(DeprecationWarning, match="ds.spectral.laplacian"):
+        from difsim import spectral_laplacian
+    assert spectral_laplacian is difsim.spectral.laplacian
+    with pytest.raises(AttributeError, match="no attribute 'laplacain'"):
+        difsim.laplacain  # noqa: B018

@@ -61,7 +61,7 @@ class FieldWithoutValue(ds.Model):
     state = ds.State(u=ds.Var(None, units="K"), v=0.0)
 
     def rhs(self, t, s):
-        return dict(u=self.D * ds.laplacian(s.u, self.grid), v=-s.v)
+        return dict(u=self.D * ds.fd.laplacian(s.u, self.grid), v=-s.v)
 
 
 SPAN = dict(t0=0.0, t1=1.0, save="final")

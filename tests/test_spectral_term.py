@@ -29,8 +29,8 @@ U0 = np.cos(X / 4) * (1 + np.sin(X / 4))
 
 def _multiplier(grid, dtype):
     """-(ik/2) on the 2/3-rule band: the spectrum of -(u²/2)_x is this times FFT(u²)."""
-    derivative = ds.derivative_symbol(grid, "x", dtype=dtype)
-    return jnp.where(ds.dealias_mask(grid), -0.5 * derivative, 0)
+    derivative = ds.spectral.derivative_symbol(grid, "x", dtype=dtype)
+    return jnp.where(ds.spectral.dealias_mask(grid), -0.5 * derivative, 0)
 
 
 class FromSpectrum(ds.Model):
@@ -42,12 +42,14 @@ class FromSpectrum(ds.Model):
     solver_defaults: ClassVar = {"solver": "etdrk4", "dt0": 0.05, "controller": "constant"}
 
     def rhs_nonstiff_spectrum(self, t, s, s_hat):
-        u = ds.irfftn(s_hat.u, self.grid)
-        return dict(u=_multiplier(self.grid, u.dtype) * ds.rfftn(u**2, self.grid))
+        u = ds.spectral.irfftn(s_hat.u, self.grid)
+        return dict(u=_multiplier(self.grid, u.dtype) * ds.spectral.rfftn(u**2, self.grid))
 
     def rhs_stiff(self, t, s):
-        k2 = -ds.laplacian_symbol(self.grid, dtype=s.u.dtype)
-        return dict(u=ds.irfftn((k2 - k2**2) * ds.rfftn(s.u, self.grid), self.grid))
+        k2 = -ds.spectral.laplacian_symbol(self.grid, dtype=s.u.dtype)
+        return dict(
+            u=ds.spectral.irfftn((k2 - k2**2) * ds.spectral.rfftn(s.u, self.grid), self.grid)
+        )
 
 
 class Physical(FromSpectrum):
@@ -56,8 +58,8 @@ class Physical(FromSpectrum):
     rhs_nonstiff_spectrum = ds.Model.rhs_nonstiff_spectrum
 
     def rhs_nonstiff(self, t, s):
-        flux_hat = _multiplier(self.grid, s.u.dtype) * ds.rfftn(s.u**2, self.grid)
-        return dict(u=ds.irfftn(flux_hat, self.grid))
+        flux_hat = _multiplier(self.grid, s.u.dtype) * ds.spectral.rfftn(s.u**2, self.grid)
+        return dict(u=ds.spectral.irfftn(flux_hat, self.grid))
 
 
 @jax.jit
@@ -92,7 +94,7 @@ def test_other_solvers_use_the_derived_physical_term():
     model = FromSpectrum(grid=grid).replace(**{"state.u": jnp.asarray(u0)})
     sol = ds.simulate(model, t0=0.0, t1=5.0, save="final", solver="tsit5", rtol=1e-11, atol=1e-11)
     k = 2 * np.pi * np.fft.rfftfreq(32, 32 * np.pi / 32)
-    keep = np.asarray(ds.dealias_mask(grid))
+    keep = np.asarray(ds.spectral.dealias_mask(grid))
 
     def rhs(t, u):
         nonlinear = np.fft.irfft(np.where(keep, -0.5j * k, 0) * np.fft.rfft(u**2), 32)
@@ -126,7 +128,7 @@ def _raw_terms(spectrum):
     """Hand-written KS terms on a `(1, N)` state for diffrax directly (the same objects for
     the same spectrum, so that diffrax's compiled solve is reused)."""
     k = 2 * np.pi * np.fft.rfftfreq(N, 8 * np.pi / N)
-    multiplier = np.where(np.asarray(ds.dealias_mask(GRID)), -0.5j * k, 0)[None]
+    multiplier = np.where(np.asarray(ds.spectral.dealias_mask(GRID)), -0.5j * k, 0)[None]
 
     def physical(t, y, args):
         return jnp.fft.irfft(multiplier * jnp.fft.rfft(y**2), N)
@@ -150,7 +152,7 @@ def _diffrax_solve(spectrum, dt=0.1):
 
 def test_spectral_term_in_diffrax_loop_equals_physical_term():
     k = 2 * np.pi * np.fft.rfftfreq(N, 8 * np.pi / N)
-    multiplier = np.where(np.asarray(ds.dealias_mask(GRID)), -0.5j * k, 0)[None]
+    multiplier = np.where(np.asarray(ds.spectral.dealias_mask(GRID)), -0.5j * k, 0)[None]
 
     def spectrum(t, y, y_hat, args):
         return multiplier * jnp.fft.rfft(y**2)
@@ -163,7 +165,7 @@ def test_spectral_term_in_diffrax_loop_equals_physical_term():
 
 def test_a_spectrum_that_disagrees_with_the_physical_term_is_rejected():
     k = 2 * np.pi * np.fft.rfftfreq(N, 8 * np.pi / N)
-    multiplier = np.where(np.asarray(ds.dealias_mask(GRID)), -0.5j * k, 0)[None]
+    multiplier = np.where(np.asarray(ds.spectral.dealias_mask(GRID)), -0.5j * k, 0)[None]
 
     def normalised(t, y, y_hat, args):  # a common slip: the "ortho" FFT normalisation
         return multiplier * jnp.fft.rfft(y**2, norm="ortho")

@@ -44,7 +44,7 @@ class Reaction(ds.Model):
         return self.state.replace(u=jnp.sin(jnp.pi * self.grid.mesh()[0]))
 
     def rhs(self, t, s):
-        return {"u": self.D * ds.laplacian(s.u, self.grid) - self.k * s.u + self.term(s.u)}
+        return {"u": self.D * ds.fd.laplacian(s.u, self.grid) - self.k * s.u + self.term(s.u)}
 
 
 def _reaction():

@@ -37,7 +37,7 @@ def grad_fn(kind: str, steps: int) -> Callable:
     grid = model.grid
     t1 = steps * MEM_DT
     if kind == "scan":
-        term = dfx.ODETerm(lambda t, u, D: D * ds.laplacian(u, grid))
+        term = dfx.ODETerm(lambda t, u, D: D * ds.fd.laplacian(u, grid))
         solver = dfx.Tsit5()
 
         def loss(D):

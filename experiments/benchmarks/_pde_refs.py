@@ -101,7 +101,7 @@ def pypde_gray_scott(n: int, length: float, params: dict, y0: np.ndarray):
     """Gray–Scott as a py-pde `PDE` on a periodic `CartesianGrid`: `(pde, state)`.
 
     py-pde's `laplace` on a Cartesian grid is the 5-point stencil, the same as difsim's
-    `ds.laplacian(order=2)`, so both solve the same semi-discrete system. (py-pde's cells are
+    `ds.fd.laplacian(order=2)`, so both solve the same semi-discrete system. (py-pde's cells are
     centred at `(i + 1/2) L / n` rather than `i L / n`; on a periodic domain that shift
     changes nothing, since the initial values are passed as arrays.)
     """

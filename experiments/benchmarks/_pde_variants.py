@@ -27,9 +27,11 @@ class PhysicalKS(ds.models.KuramotoSivashinsky):
     rhs_nonstiff_spectrum = ds.Model.rhs_nonstiff_spectrum  # undo the hook
 
     def rhs_nonstiff(self, t, s):
-        derivative = ds.derivative_symbol(self.grid, "x", dtype=s.u.dtype)
-        multiplier = jnp.where(ds.dealias_mask(self.grid), -0.5 * derivative, 0)
-        return dict(u=ds.irfftn(multiplier * ds.rfftn(s.u**2, self.grid), self.grid))
+        derivative = ds.spectral.derivative_symbol(self.grid, "x", dtype=s.u.dtype)
+        multiplier = jnp.where(ds.spectral.dealias_mask(self.grid), -0.5 * derivative, 0)
+        return dict(
+            u=ds.spectral.irfftn(multiplier * ds.spectral.rfftn(s.u**2, self.grid), self.grid)
+        )
 
 
 def raw_diffrax_ks(n: int, length: float, dt: float, t1: float, steps: int) -> Callable:

@@ -5,7 +5,7 @@ labelled `xarray.Dataset`. Models are pytrees, so `jax.jit`, `jax.vmap` and `jax
 compose with everything here.
 """
 
-from difsim import models as models, solvers as solvers
+from difsim import fd as fd, models as models, solvers as solvers, spectral as spectral
 from difsim._app import run_config as run_config
 from difsim._config import (
     ConfigError as ConfigError,
@@ -29,6 +29,7 @@ from difsim._core import (
     simulate as simulate,
     steady_state as steady_state,
 )
+from difsim._deprecated import MOVED as _MOVED, moved as _moved
 from difsim._ensemble import (
     simulate_ensemble as simulate_ensemble,
 )
@@ -57,27 +58,7 @@ from difsim._pde import (
     Grid as Grid,
     Neumann as Neumann,
     Periodic as Periodic,
-    advection as advection,
-    biharmonic as biharmonic,
-    conservative_divergence as conservative_divergence,
-    dealias as dealias,
-    dealias_mask as dealias_mask,
-    derivative as derivative,
-    derivative_symbol as derivative_symbol,
-    divergence as divergence,
     domain_sharding as domain_sharding,
-    gradient as gradient,
-    inverse_laplacian as inverse_laplacian,
-    inverse_laplacian_symbol as inverse_laplacian_symbol,
-    irfftn as irfftn,
-    laplacian as laplacian,
-    laplacian_symbol as laplacian_symbol,
-    rfftn as rfftn,
-    solve_poisson as solve_poisson,
-    spectral_derivative as spectral_derivative,
-    spectral_gradient as spectral_gradient,
-    spectral_laplacian as spectral_laplacian,
-    wavenumbers as wavenumbers,
 )
 from difsim._plot import animate as animate, plot as plot, plot_snapshots as plot_snapshots
 from difsim._resources import ResourceError as ResourceError
@@ -94,3 +75,10 @@ from difsim._sweep import (
 from difsim._xla import tune_xla as tune_xla
 
 __version__ = _difsim_version()
+
+
+def __getattr__(name: str) -> object:
+    # The PDE operators that moved to `ds.fd` and `ds.spectral` (deprecated aliases).
+    if name in _MOVED:
+        return _moved(name)
+    raise AttributeError(f"module 'difsim' has no attribute {name!r}")

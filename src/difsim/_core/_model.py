@@ -222,10 +222,10 @@ class Model(eqx.Module):
         return {name: irfftn(spectra[name], grid) for name in s.names}
 
     def rhs_nonstiff_spectrum(self, t, s: State, s_hat: State) -> Mapping[str, Any]:
-        """Optional: the Fourier spectrum of `rhs_nonstiff`, `{name: ds.rfftn(f, grid)}`.
+        """Optional: the Fourier spectrum of `rhs_nonstiff`, `{name: ds.spectral.rfftn(f, grid)}`.
 
         For pseudo-spectral models on the periodic grid of [`spectral_grid`][]. `s` holds the
-        state's fields, `s_hat` their spectra (`ds.rfftn(s.<name>, grid)`, shape
+        state's fields, `s_hat` their spectra (`ds.spectral.rfftn(s.<name>, grid)`, shape
         `(n_0, ..., n_{d-1} // 2 + 1)`). Read whichever is cheaper: under `jit` the one
         left unread is never computed. Returning the spectrum spares
         [`ETDRK4`][difsim.solvers.ETDRK4] a forward FFT per stage, and reading `s_hat` an

@@ -188,7 +188,7 @@ def conservative_divergence(
     grid = ds.Grid(128, extent=2 * jnp.pi)
     u = 1.5 + jnp.sin(grid.axis("x"))
     # Burgers: F(u) = u²/2, so ∇·F = u ∂u/∂x; `speed` is F'(u), the upwind direction.
-    div = ds.conservative_divergence(u, lambda u: u**2 / 2, grid, speed=lambda u: u)
+    div = ds.fd.conservative_divergence(u, lambda u: u**2 / 2, grid, speed=lambda u: u)
     assert jnp.allclose(div, u * jnp.cos(grid.axis("x")), atol=1e-4)
     ```
     """
@@ -256,7 +256,7 @@ def advection(
 
     grid = ds.Grid(128, extent=2 * jnp.pi)
     x = grid.axis("x")
-    tendency = ds.advection(jnp.sin(x), 2.0, grid)  # -∂(c u)/∂x with c = 2
+    tendency = ds.fd.advection(jnp.sin(x), 2.0, grid)  # -∂(c u)/∂x with c = 2
     assert jnp.allclose(tendency, -2 * jnp.cos(x), atol=1e-4)
     ```
     """

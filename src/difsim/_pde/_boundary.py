@@ -71,7 +71,7 @@ class Periodic(BoundaryCondition):
 
     grid = ds.Grid(64, extent=2 * jnp.pi, bc=ds.Periodic())  # the default
     u = jnp.cos(grid.axis("x"))
-    assert jnp.allclose(ds.laplacian(u, grid), -u, atol=1e-3)  # wraps across x = 0
+    assert jnp.allclose(ds.fd.laplacian(u, grid), -u, atol=1e-3)  # wraps across x = 0
     ```
     """
 
@@ -168,7 +168,7 @@ class _AbstractValueCondition(_AbstractPolynomialGhosts):
             if t is None:
                 raise ValueError(
                     f"{self.describe()} has a time-dependent value: pass the time, e.g. "
-                    "ds.laplacian(u, grid, t=t)"
+                    "ds.fd.laplacian(u, grid, t=t)"
                 )
             return self.value(t)
         return self.value
@@ -188,7 +188,7 @@ class Dirichlet(_AbstractValueCondition):
     import difsim as ds
 
     grid = ds.Grid(50, bc={"x-": ds.Dirichlet(1.0), "x+": ds.Dirichlet(3.0)})  # on [0, 1]
-    u = ds.solve_poisson(jnp.zeros(50), grid)  # ∇²u = 0: the line from 1 to 3
+    u = ds.fd.solve_poisson(jnp.zeros(50), grid)  # ∇²u = 0: the line from 1 to 3
     assert jnp.allclose(u, 1.0 + 2.0 * grid.axis("x"), atol=1e-5)
     ```
     """
@@ -217,7 +217,7 @@ class Neumann(_AbstractValueCondition):
 
     grid = ds.Grid(100, bc=ds.Neumann(0.0))  # no flux through either end of [0, 1]
     u = jnp.cos(jnp.pi * grid.axis("x"))  # ∂u/∂x = 0 at both ends
-    assert jnp.allclose(ds.laplacian(u, grid), -jnp.pi**2 * u, atol=1e-2)
+    assert jnp.allclose(ds.fd.laplacian(u, grid), -jnp.pi**2 * u, atol=1e-2)
     ```
     """
 

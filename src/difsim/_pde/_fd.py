@@ -101,7 +101,7 @@ def derivative(
 
     grid = ds.Grid(64, extent=2 * jnp.pi)
     x = grid.axis("x")
-    assert jnp.allclose(ds.derivative(jnp.sin(x), grid, "x", order=4), jnp.cos(x), atol=1e-4)
+    assert jnp.allclose(ds.fd.derivative(jnp.sin(x), grid, "x", order=4), jnp.cos(x), atol=1e-4)
     ```
     """
     order = _check_order(order)
@@ -132,7 +132,7 @@ def gradient(
 
     grid = ds.Grid((64, 64), extent=2 * jnp.pi)
     x, y = grid.mesh()
-    gx, gy = ds.gradient(jnp.sin(x) * jnp.cos(y), grid, order=4)
+    gx, gy = ds.fd.gradient(jnp.sin(x) * jnp.cos(y), grid, order=4)
     assert jnp.allclose(gy, -jnp.sin(x) * jnp.sin(y), atol=1e-4)
     ```
     """
@@ -173,7 +173,7 @@ def divergence(
 
     grid = ds.Grid((64, 64), extent=2 * jnp.pi)
     x, y = grid.mesh()
-    div = ds.divergence((jnp.sin(x), jnp.cos(y)), grid, order=4)
+    div = ds.fd.divergence((jnp.sin(x), jnp.cos(y)), grid, order=4)
     assert jnp.allclose(div, jnp.cos(x) - jnp.sin(y), atol=1e-4)
     ```
     """
@@ -228,7 +228,7 @@ def laplacian(
 
     grid = ds.Grid(64, extent=2 * jnp.pi)  # periodic
     u = jnp.sin(grid.axis("x"))
-    assert jnp.allclose(ds.laplacian(u, grid, order=4), -u, atol=1e-4)  # ∇² sin x = -sin x
+    assert jnp.allclose(ds.fd.laplacian(u, grid, order=4), -u, atol=1e-4)  # ∇² sin x = -sin x
     ```
     """
     order = _check_order(order)
@@ -273,7 +273,7 @@ def biharmonic(
 
     grid = ds.Grid(32, extent=2 * jnp.pi)
     u = jnp.sin(grid.axis("x"))
-    assert jnp.allclose(ds.biharmonic(u, grid, order=4), u, atol=2e-3)  # ∇⁴ sin x = sin x
+    assert jnp.allclose(ds.fd.biharmonic(u, grid, order=4), u, atol=2e-3)  # ∇⁴ sin x = sin x
     ```
     """
     order = _check_order(order)

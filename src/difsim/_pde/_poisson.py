@@ -62,7 +62,8 @@ def solve_poisson(
           finite-difference Laplacian, $-\sum_i 4\sin^2(k_i \Delta x_i/2)/\Delta x_i^2$, so
           it agrees with the iterative methods to rounding.
         - `"spectral"`: periodic grids only; the exact symbol $-|k|^2$, i.e.
-          [`inverse_laplacian`][] (spectrally accurate, not the FD discrete problem).
+          [`ds.spectral.inverse_laplacian`][difsim.spectral.inverse_laplacian] (spectrally
+          accurate, not the FD discrete problem).
         - `"cg"`: conjugate gradients (lineax), matrix-free on the symmetric operator.
         - `"gmres"`, `"bicgstab"`: the other lineax Krylov solvers, matrix-free.
         - `"tridiagonal"`: 1-D non-periodic grids; a direct (Thomas) solve.
@@ -86,7 +87,7 @@ def solve_poisson(
 
     grid = ds.Grid(64, bc=ds.Dirichlet(0.0))  # on [0, 1], u = 0 at both ends
     x = grid.axis("x")
-    u = ds.solve_poisson(-jnp.pi**2 * jnp.sin(jnp.pi * x), grid)
+    u = ds.fd.solve_poisson(-jnp.pi**2 * jnp.sin(jnp.pi * x), grid)
     assert jnp.allclose(u, jnp.sin(jnp.pi * x), atol=1e-3)  # second order: error ~ h²
     ```
     """
@@ -193,7 +194,7 @@ def _krylov_solve(rhs, grid, singular, axes, method, rtol, atol, max_steps):
     return eqx.error_if(
         solution.value,
         solution.result != lx.RESULTS.successful,
-        f"solve_poisson(method={method!r}) did not converge to rtol={rtol:g}, atol={atol:g} "
+        f"ds.fd.solve_poisson(method={method!r}) did not converge to rtol={rtol:g}, atol={atol:g} "
         f"within {steps} on a {shape} grid: raise max_steps, loosen rtol/atol (float32 "
         "cannot reach ~1e-8), or try another method ('cg' suits this symmetric operator)",
     )

@@ -17,7 +17,8 @@ from difsim._pde._grid import Grid
 
 def _require_periodic(grid: Grid, what: str) -> None:
     grid.require_periodic(
-        what, "use finite differences (e.g. ds.laplacian, ds.solve_poisson) on non-periodic grids"
+        what,
+        "use finite differences (e.g. ds.fd.laplacian, ds.fd.solve_poisson) on non-periodic grids",
     )
 
 
@@ -70,11 +71,11 @@ def wavenumbers(grid: Grid, *, dtype=None) -> tuple[Float[Array, "..."], ...]:
     import jax.numpy as jnp
     import difsim as ds
 
-    (k,) = ds.wavenumbers(ds.Grid(8, extent=4 * jnp.pi))  # k = 2π m / L
+    (k,) = ds.spectral.wavenumbers(ds.Grid(8, extent=4 * jnp.pi))  # k = 2π m / L
     assert jnp.allclose(k, jnp.array([0.0, 0.5, 1.0, 1.5, 2.0]))
     ```
     """
-    _require_periodic(grid, "wavenumbers")
+    _require_periodic(grid, "ds.spectral.wavenumbers")
     dtype = jnp.zeros((), dtype).dtype if dtype is None else dtype
     return _wavenumbers(grid, grid.ndim, dtype)
 
@@ -98,11 +99,11 @@ def rfftn(u: Float[Array, "*shape"], grid: Grid) -> Complex[Array, "*spectrum"]:
 
     grid = ds.Grid((16, 8))
     u = jnp.arange(128.0).reshape(16, 8) / 128
-    u_hat = ds.rfftn(u, grid)  # modes of the last axis halved: (16, 5)
-    assert u_hat.shape == (16, 5) and jnp.allclose(ds.irfftn(u_hat, grid), u, atol=1e-6)
+    u_hat = ds.spectral.rfftn(u, grid)  # modes of the last axis halved: (16, 5)
+    assert u_hat.shape == (16, 5) and jnp.allclose(ds.spectral.irfftn(u_hat, grid), u, atol=1e-6)
     ```
     """
-    _require_periodic(grid, "rfftn")
+    _require_periodic(grid, "ds.spectral.rfftn")
     grid.check(u, "u")
     return jnp.fft.rfftn(u, s=grid.shape, axes=_axes(grid))
 
@@ -123,10 +124,10 @@ def irfftn(u_hat: Complex[Array, "*spectrum"], grid: Grid) -> Float[Array, "*sha
 
     grid = ds.Grid(16, extent=2 * jnp.pi)
     u_hat = jnp.zeros(9, complex).at[1].set(-8j)  # the modes of sin x on 16 points
-    assert jnp.allclose(ds.irfftn(u_hat, grid), jnp.sin(grid.axis("x")), atol=1e-6)
+    assert jnp.allclose(ds.spectral.irfftn(u_hat, grid), jnp.sin(grid.axis("x")), atol=1e-6)
     ```
     """
-    _require_periodic(grid, "irfftn")
+    _require_periodic(grid, "ds.spectral.irfftn")
     expected = spectrum_shape(grid)
     shape = tuple(jnp.shape(u_hat))
     if len(shape) < grid.ndim or shape[len(shape) - grid.ndim :] != expected:
@@ -200,13 +201,13 @@ def spectral_derivative(
 
     grid = ds.Grid(64, extent=2 * jnp.pi)
     x = grid.axis("x")
-    d2 = ds.spectral_derivative(jnp.sin(x), grid, "x", order=2)
+    d2 = ds.spectral.derivative(jnp.sin(x), grid, "x", order=2)
     assert jnp.allclose(d2, -jnp.sin(x), atol=1e-3)  # rounding times k²
     ```
     """
     _check_order(order)
     i = grid._axis_index(dim)
-    u, u_hat = _transform(u, grid, "spectral_derivative")
+    u, u_hat = _transform(u, grid, "ds.spectral.derivative")
     if order == 0:
         return u
     factor = _derivative_factor(grid, i, order, u.ndim, _complex_dtype(u))
@@ -231,11 +232,11 @@ def spectral_gradient(u: Float[Array, "*shape"], grid: Grid) -> tuple[Float[Arra
 
     grid = ds.Grid((32, 32), extent=2 * jnp.pi)
     x, y = grid.mesh()
-    gx, gy = ds.spectral_gradient(jnp.sin(x) * jnp.cos(y), grid)
+    gx, gy = ds.spectral.gradient(jnp.sin(x) * jnp.cos(y), grid)
     assert jnp.allclose(gx, jnp.cos(x) * jnp.cos(y), atol=1e-5)
     ```
     """
-    u, u_hat = _transform(u, grid, "spectral_gradient")
+    u, u_hat = _transform(u, grid, "ds.spectral.gradient")
     dtype = _complex_dtype(u)
     return tuple(
         _back(u_hat * _derivative_factor(grid, i, 1, u.ndim, dtype), grid, u.dtype)
@@ -270,10 +271,10 @@ def spectral_laplacian(u: Float[Array, "*shape"], grid: Grid) -> Float[Array, "*
     grid = ds.Grid((32, 32), extent=2 * jnp.pi)
     x, y = grid.mesh()
     u = jnp.sin(x) * jnp.cos(2 * y)
-    assert jnp.allclose(ds.spectral_laplacian(u, grid), -5 * u, atol=1e-4)
+    assert jnp.allclose(ds.spectral.laplacian(u, grid), -5 * u, atol=1e-4)
     ```
     """
-    u, u_hat = _transform(u, grid, "spectral_laplacian")
+    u, u_hat = _transform(u, grid, "ds.spectral.laplacian")
     return _back(-_k_squared(grid, u.ndim, _real_dtype(u)) * u_hat, grid, u.dtype)
 
 
@@ -283,7 +284,7 @@ def inverse_laplacian(f: Float[Array, "*shape"], grid: Grid) -> Float[Array, "*s
     A periodic Poisson problem is solvable only if `f` has zero mean; the mean of `f` is
     ignored here (the `k = 0` mode is set to zero), i.e. this solves `∇²u = f - mean(f)`,
     and `u` has zero mean. For the solve consistent with the finite-difference Laplacian
-    (and non-periodic boundaries) use [`solve_poisson`][].
+    (and non-periodic boundaries) use [`ds.fd.solve_poisson`][difsim.fd.solve_poisson].
 
     **Arguments:**
 
@@ -300,10 +301,10 @@ def inverse_laplacian(f: Float[Array, "*shape"], grid: Grid) -> Float[Array, "*s
 
     grid = ds.Grid(64, extent=2 * jnp.pi)
     u = jnp.sin(3 * grid.axis("x"))
-    assert jnp.allclose(ds.inverse_laplacian(-9 * u, grid), u, atol=1e-5)  # ∇²u = -9u
+    assert jnp.allclose(ds.spectral.inverse_laplacian(-9 * u, grid), u, atol=1e-5)  # ∇²u = -9u
     ```
     """
-    f, f_hat = _transform(f, grid, "inverse_laplacian", "f")
+    f, f_hat = _transform(f, grid, "ds.spectral.inverse_laplacian", "f")
     return _back(_inverse_k_squared(grid, f.ndim, _real_dtype(f)) * f_hat, grid, f.dtype)
 
 

@@ -47,12 +47,12 @@ def dealias(
 
     grid = ds.Grid(64, extent=2 * jnp.pi)
     x = grid.axis("x")
-    smooth = ds.dealias(jnp.sin(x) + jnp.sin(30 * x), grid)  # keeps |k| <= 2/3 · 32
+    smooth = ds.spectral.dealias(jnp.sin(x) + jnp.sin(30 * x), grid)  # keeps |k| <= 2/3 · 32
     assert jnp.allclose(smooth, jnp.sin(x), atol=1e-5)
     ```
     """
     keep = dealias_mask(grid, fraction=fraction)
-    u, u_hat = _transform(u, grid, "dealias")
+    u, u_hat = _transform(u, grid, "ds.spectral.dealias")
     return _back(jnp.where(keep, u_hat, 0), grid, u.dtype)
 
 
@@ -66,7 +66,7 @@ def derivative_symbol(
 ) -> Complex[Array, "..."]:
     """The multiplier `(i k)ᵐ` of `∂ᵐ/∂xᵐ` along axis `dim`: `rfftn(∂ᵐu) = symbol · rfftn(u)`.
 
-    As in [`spectral_derivative`][], odd orders drop the Nyquist mode of an even axis.
+    As in [`derivative`][], odd orders drop the Nyquist mode of an even axis.
 
     **Arguments:**
 
@@ -87,11 +87,12 @@ def derivative_symbol(
 
     grid = ds.Grid(64, extent=2 * jnp.pi)
     x = grid.axis("x")
-    du = ds.irfftn(ds.derivative_symbol(grid, "x") * ds.rfftn(jnp.sin(x), grid), grid)
+    ik = ds.spectral.derivative_symbol(grid, "x")
+    du = ds.spectral.irfftn(ik * ds.spectral.rfftn(jnp.sin(x), grid), grid)
     assert jnp.allclose(du, jnp.cos(x), atol=1e-5)
     ```
     """
-    dtype = _symbol_dtype(grid, dtype, "derivative_symbol")
+    dtype = _symbol_dtype(grid, dtype, "ds.spectral.derivative_symbol")
     _check_order(order)
     i = grid._axis_index(dim)
     return _derivative_factor(grid, i, order, grid.ndim, jnp.result_type(dtype, jnp.complex64))
@@ -108,11 +109,11 @@ def laplacian_symbol(grid: Grid, *, dtype=None) -> Float[Array, "*spectrum"]:
     import difsim as ds
 
     grid = ds.Grid(64, extent=2 * jnp.pi)
-    symbol = ds.laplacian_symbol(grid)  # -k² for the modes of `rfftn`
+    symbol = ds.spectral.laplacian_symbol(grid)  # -k² for the modes of `rfftn`
     assert symbol.shape == (33,) and jnp.isclose(symbol[3], -9.0)
     ```
     """
-    dtype = _symbol_dtype(grid, dtype, "laplacian_symbol")
+    dtype = _symbol_dtype(grid, dtype, "ds.spectral.laplacian_symbol")
     return jnp.broadcast_to(-_k_squared(grid, grid.ndim, dtype), spectrum_shape(grid))
 
 
@@ -127,11 +128,11 @@ def inverse_laplacian_symbol(grid: Grid, *, dtype=None) -> Float[Array, "*spectr
     import difsim as ds
 
     grid = ds.Grid(64, extent=2 * jnp.pi)
-    symbol = ds.inverse_laplacian_symbol(grid)  # -1/k², 0 for the mean mode
+    symbol = ds.spectral.inverse_laplacian_symbol(grid)  # -1/k², 0 for the mean mode
     assert symbol.shape == (33,) and symbol[0] == 0 and jnp.isclose(symbol[2], -0.25)
     ```
     """
-    dtype = _symbol_dtype(grid, dtype, "inverse_laplacian_symbol")
+    dtype = _symbol_dtype(grid, dtype, "ds.spectral.inverse_laplacian_symbol")
     return jnp.broadcast_to(_inverse_k_squared(grid, grid.ndim, dtype), spectrum_shape(grid))
 
 
@@ -145,11 +146,11 @@ def dealias_mask(grid: Grid, *, fraction: float = 2 / 3) -> np.ndarray:
     import jax.numpy as jnp
     import difsim as ds
 
-    mask = ds.dealias_mask(ds.Grid(64, extent=2 * jnp.pi))  # modes k = 0 … 32
+    mask = ds.spectral.dealias_mask(ds.Grid(64, extent=2 * jnp.pi))  # modes k = 0 … 32
     assert mask.shape == (33,) and mask.sum() == 22  # k = 0 … 21 kept
     ```
     """
-    _require_periodic(grid, "dealias")
+    _require_periodic(grid, "ds.spectral.dealias")
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
     keep = np.ones(spectrum_shape(grid), dtype=bool)
