@@ -56,7 +56,7 @@ WORDS = st.sampled_from(
     [
         "", " ", "final", "trajectory", "tsit5", "kvaerno5", "euler", "dopri8", "pid",
         "constant", "float32", "float64", "float16", "checkpoint", "forward", "grid", "zip",
-        "random", "lhs", "x.max", "z.final", "x.mean", "I.max", "positive", "identity",
+        "random", "lhs", "x_max", "z_final", "x_mean", "I_max", "positive", "identity",
         "softplus", "gaussian", "lognormal", "adam", "levenberg_marquardt", "512MiB", "1e400GB",
         "0B", "-1GiB", "runs/out.nc", "out.csv", "out.png", "../up.nc", "data.csv", "data.nc",
         "/dev/null", ".", "state", "state.x", "rho", "time", "year", "hare", "sample", "∞",

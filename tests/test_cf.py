@@ -256,7 +256,7 @@ def test_time_is_the_cf_t_axis_of_simulate_and_sweep_outputs(tmp_path):
             0
         ].load(),
         "monte carlo": ds.sweep(
-            ds.models.StochasticSIR(), spec, samples=4, keep=["I.mean"], dt0=0.1, **kw
+            ds.models.StochasticSIR(), spec, samples=4, keep=["I_mean"], dt0=0.1, **kw
         ),  # fmt: skip
     }
     for what, data in outputs.items():

@@ -135,7 +135,7 @@ ERROR_CASES = [
         "sweep",
         {"rho": [1.0], "keep": ["x.maxx"]},
         "sweep.keep",
-        ["[sweep] keep", "'x.maxx'", "'x.max'?", "'z'"],
+        ["[sweep] keep", "'x.maxx'", "'x_max'?", "'z'"],
     ),
     ("sweep", {"rho": [1.0], "keep": 3}, "sweep.keep", ['"trajectory"', "3 (an integer)"]),
     ("sweep", {"rho": [1.0], "memory_budget": "1 lot"}, "sweep.memory_budget", ["'512MiB'"]),

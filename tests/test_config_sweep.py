@@ -4,6 +4,7 @@ spec, and round-trips (no solving)."""
 import tomllib
 
 import numpy as np
+import pytest
 
 from difsim._config._load import load_config
 
@@ -17,12 +18,16 @@ def test_sweep_section_parses_every_form():
             "rho": {"linspace": [0.0, 21.0, 4]},
             "sigma": {"logspace": [1.0, 100.0, 3]},
             "state": {"x": [1.0, 2.0]},  # as written by `state.x = [1.0, 2.0]`
-            "keep": ["x.max", "z.final"],
+            "keep": ["x_max", "z_final"],
             "memory_budget": "256MiB",
         },
     )
     exp = load_config(raw)
-    assert exp.sweep.kind == "grid" and exp.sweep.keep == ("x.max", "z.final")
+    assert exp.sweep.kind == "grid" and exp.sweep.keep == ("x_max", "z_final")
+    # The dotted spelling before 0.1 still runs: respelled, with a warning naming the key.
+    raw["sweep"]["keep"] = ["x.max", "z_final"]
+    with pytest.warns(DeprecationWarning, match=r"^sweep\.keep: 'x\.max' is spelled 'x_max'"):
+        assert load_config(raw) == exp
     assert list(exp.sweep.entries) == ["rho", "sigma", "state.x"]
     spec = exp.sweep.build()
     assert spec.dims == ("rho", "sigma", "state.x") and spec.shape == (4, 3, 2)

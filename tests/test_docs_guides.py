@@ -121,7 +121,7 @@ def test_sweeps_store_is_read_chunk_by_chunk_while_the_sweep_runs(run_doc):
 def test_sweeps_observable_is_the_rate_over_the_drive_frequency(run_doc):
     sweeps = run_doc("docs/sweeps.md")
     locking, omega_d = sweeps["locking"], sweeps["Pendulum"]().omega_d
-    np.testing.assert_allclose(locking.rotation, locking["theta.rate"] / omega_d, rtol=1e-12)
+    np.testing.assert_allclose(locking.rotation, locking["theta_rate"] / omega_d, rtol=1e-12)
     assert float(abs(locking.rotation.sel(F=0.0))) < 1e-12  # undriven, at rest: no rotation
 
 

@@ -262,7 +262,7 @@ def _ensemble_final(model, keys, points, dt):
     return sol.ys
 
 
-MC_KEEP = ["x.mean", "x.var", "x.max"]
+MC_KEEP = ["x_mean", "x_var", "x_max"]
 MC_CONFIG = {
     "model": {"name": "ornstein_uhlenbeck", "parameters": {"mu": 0.5}},
     "time": {"t0": 0.0, "t1": 1.0, "save": 5},
@@ -309,7 +309,7 @@ def test_what_the_ensemble_engine_cannot_run_falls_back_with_its_reason(caplog):
         (dict(solver="euler"), "brownian='tree': the ensemble engine draws each fixed step"),
         (dict(solver="shark", dt0=None), "adaptive steps: the ensemble engine takes fixed"),
     ]:
-        for keep in ("final", ["x.mean"]):  # paths kept, statistics streamed
+        for keep in ("final", ["x_mean"]):  # paths kept, statistics streamed
             options = SweepOptions(**{**common, **given}, keep=keep)
             spec, statistics = monte_carlo_spec(model, base, options)
             with caplog.at_level(logging.INFO, logger="difsim"):

@@ -56,7 +56,7 @@ LHS_SWEEP = {
         "samples": 4,
         "seed": 0,
         "rho": {"uniform": [0, 1]},
-        "keep": ["x.max"],
+        "keep": ["x_max"],
     },
 }
 FIT = {
@@ -221,14 +221,14 @@ RUN_KEYS = st.sampled_from(
 )  # fmt: skip
 RUN_VALUES = st.one_of(
     st.sampled_from([0.0, -1.0, 1e-12, 1e-3, 0.9, 2.0, 1e6, 1e300, float("nan"), 3, 10**12]),
-    st.sampled_from(["final", "euler", "kvaerno5", "float32", "x.max", "nope"]),
+    st.sampled_from(["final", "euler", "kvaerno5", "float32", "x_max", "nope"]),
     st.sampled_from([[0.0, 0.25], [0.5, 0.1], [], {"linspace": [0, 1, 2]}]),
 )
 
 
 @fuzz_settings(5, long=40)
 @example(base="lorenz", mutation=("solver.max_steps", 3))  # the solve fails: exit 1
-@example(base="grid", mutation=("sweep.keep", "x.max"))  # a sweep that runs: exit 0
+@example(base="grid", mutation=("sweep.keep", "x_max"))  # a sweep that runs: exit 0
 @example(base="lorenz", mutation=("solver.max_steps", 10**12))  # was an OverflowError
 @given(
     base=st.sampled_from(["lorenz", "grid"]),

@@ -19,7 +19,7 @@ from difsim.models import OrnsteinUhlenbeck
 
 SIGMAS = [0.3, 0.6]
 COMMON = dict(t0=0.0, t1=1.0, save=5, solver="euler", dt0=0.05, brownian="steps")
-KEEP = ["x.mean", "x.var", "x.std", "x.min", "x.max", "x.q05", "x.median", "x.q95"]
+KEEP = ["x_mean", "x_var", "x_std", "x_min", "x_max", "x_q05", "x_median", "x_q95"]
 MODEL = OrnsteinUhlenbeck(mu=0.5)
 
 
@@ -47,7 +47,7 @@ def test_statistics_have_the_grid_and_time_dims_only(stats):
     np.testing.assert_allclose(stats["time"], np.linspace(0.0, 1.0, 5))
     assert stats.attrs["samples"] == 600 and stats.attrs["seed"] == 3
     long_name = "position: variance over the paths (unbiased, n - 1)"
-    assert stats["x.var"].attrs["long_name"] == long_name
+    assert stats["x_var"].attrs["long_name"] == long_name
 
 
 def test_statistics_equal_those_of_the_same_paths_kept_whole(stats, paths):
@@ -55,14 +55,14 @@ def test_statistics_equal_those_of_the_same_paths_kept_whole(stats, paths):
     # statistics streamed over.
     x = paths["x"].transpose("sigma", "path", "time").values
     assert paths["x"].dims == ("sigma", "path", "time")
-    np.testing.assert_allclose(stats["x.mean"], x.mean(axis=1), rtol=1e-13, atol=1e-15)
-    np.testing.assert_allclose(stats["x.var"], x.var(axis=1, ddof=1), rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(stats["x.std"], x.std(axis=1, ddof=1), rtol=1e-12, atol=1e-15)
-    np.testing.assert_array_equal(stats["x.min"], x.min(axis=1))
-    np.testing.assert_array_equal(stats["x.max"], x.max(axis=1))
+    np.testing.assert_allclose(stats["x_mean"], x.mean(axis=1), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(stats["x_var"], x.var(axis=1, ddof=1), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(stats["x_std"], x.std(axis=1, ddof=1), rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(stats["x_min"], x.min(axis=1))
+    np.testing.assert_array_equal(stats["x_max"], x.max(axis=1))
     # Streamed quantiles: within one histogram bin plus the gap between the order
     # statistics around the quantile (where sample-quantile definitions differ).
-    for p, name in ((0.05, "x.q05"), (0.5, "x.median"), (0.95, "x.q95")):
+    for p, name in ((0.05, "x_q05"), (0.5, "x_median"), (0.95, "x_q95")):
         got = stats[name].values[:, 1:]  # t = 0 is the fixed initial state
         ranked = np.sort(x[:, :, 1:], axis=1)
         k = int(p * (ranked.shape[1] - 1))
@@ -70,7 +70,7 @@ def test_statistics_equal_those_of_the_same_paths_kept_whole(stats, paths):
         width = 1.5 * (ranked[:, -1] - ranked[:, 0]) / BINS
         exact = np.quantile(x[:, :, 1:], p, axis=1)
         assert np.all(np.abs(got - exact) <= gap + width), (got, exact)
-    np.testing.assert_allclose(stats["x.median"].values[:, 0], 1.0, atol=1e-12)
+    np.testing.assert_allclose(stats["x_median"].values[:, 0], 1.0, atol=1e-12)
 
 
 def test_statistics_match_the_exact_ornstein_uhlenbeck_law():
@@ -83,9 +83,9 @@ def test_statistics_match_the_exact_ornstein_uhlenbeck_law():
         for j, t in enumerate(np.linspace(0.0, 1.0, 5)[1:], start=1):
             mean, var = float(model.mean(t)), float(model.variance(t))
             sd = np.sqrt(var)
-            assert abs(float(out["x.mean"][i, j]) - mean) < 5 * np.sqrt(var / n)
-            assert abs(float(out["x.var"][i, j]) - var) < 5 * var * np.sqrt(2 / (n - 1))
-            for p, name in ((0.05, "x.q05"), (0.95, "x.q95")):
+            assert abs(float(out["x_mean"][i, j]) - mean) < 5 * np.sqrt(var / n)
+            assert abs(float(out["x_var"][i, j]) - var) < 5 * var * np.sqrt(2 / (n - 1))
+            for p, name in ((0.05, "x_q05"), (0.95, "x_q95")):
                 q = mean + sd * norm.ppf(p)
                 se = np.sqrt(p * (1 - p)) / (norm.pdf(norm.ppf(p)) / sd * np.sqrt(n))
                 assert abs(float(out[name][i, j]) - q) < 5 * se
@@ -133,7 +133,7 @@ def test_a_killed_statistics_sweep_resumes_to_the_same_result(tmp_path):
     assert not (tmp_path / "ou.nc.mcstate.npz").exists()
     again, report = run_sweep(MODEL, spec, output=out, **kw)  # finished: nothing computed
     assert report.computed == () and report.computed_points == 0
-    np.testing.assert_array_equal(again["x.q95"], whole["x.q95"])
+    np.testing.assert_array_equal(again["x_q95"], whole["x_q95"])
     with pytest.raises(SweepOutputError, match="holds the result of a different sweep"):
         run_sweep(MODEL, spec, output=out, **{**kw, "samples": 300})
 
@@ -141,15 +141,18 @@ def test_a_killed_statistics_sweep_resumes_to_the_same_result(tmp_path):
 def test_monte_carlo_sweeps_are_checked():
     spec = ds.GridSweep({"sigma": SIGMAS})
     with pytest.raises(ValueError, match="is stochastic.*samples=<paths per point>"):
-        ds.sweep(MODEL, spec, keep=["x.mean"], **COMMON)
+        ds.sweep(MODEL, spec, keep=["x_mean"], **COMMON)
     with pytest.raises(ValueError, match="Lorenz has no noise"):
         ds.sweep(ds.models.Lorenz(), spec, samples=10, t0=0.0, t1=1.0)
-    with pytest.raises(ValueError, match="'x.final' is not a statistic over the paths"):
-        ds.sweep(MODEL, spec, samples=10, keep=["x.mean", "x.final"], **COMMON)
+    with pytest.raises(ValueError, match="'x_final' is not a statistic over the paths"):
+        ds.sweep(MODEL, spec, samples=10, keep=["x_mean", "x_final"], **COMMON)
+    with pytest.warns(DeprecationWarning, match="'x.q05' is spelled 'x_q05'"):  # before 0.1
+        with pytest.raises(ValueError, match="'x_final' is not a statistic over the paths"):
+            ds.sweep(MODEL, spec, samples=10, keep=["x.q05", "x_final"], **COMMON)
     with pytest.raises(ValueError, match="'x.q0' is not a statistic.*qNN"):
-        ds.sweep(MODEL, spec, samples=10, keep=["x.mean", "x.q0"], **COMMON)
+        ds.sweep(MODEL, spec, samples=10, keep=["x_mean", "x.q0"], **COMMON)
     with pytest.raises(ValueError, match="samples must be a positive number of paths"):
-        ds.sweep(MODEL, spec, samples=0, keep=["x.mean"], **COMMON)
+        ds.sweep(MODEL, spec, samples=0, keep=["x_mean"], **COMMON)
     with pytest.raises(ValueError, match="'ensemble' cannot run this sweep: brownian='tree'"):
         ds.sweep(MODEL, spec, samples=10, engine="ensemble", **{**COMMON, "brownian": "tree"})
 
@@ -158,9 +161,9 @@ def test_langevin_ensemble_config_runs_and_draws_a_fan_chart(tmp_path):
     out = tmp_path / "langevin.nc"
     overrides = {"sweep.samples": 64, "time.t1": 1.0, "time.save": 5, "solver.dt0": 0.05}
     data = ds.run_config("experiments/langevin_ensemble.toml", overrides=overrides, output=out)
-    assert data["x.q95"].dims == ("D", "time") and data.sizes["D"] == 5
+    assert data["x_q95"].dims == ("D", "time") and data.sizes["D"] == 5
     assert out.exists() and out.with_suffix(".png").exists()
-    assert np.all(data["x.q05"] <= data["x.mean"]) and np.all(data["x.mean"] <= data["x.q95"])
+    assert np.all(data["x_q05"] <= data["x_mean"]) and np.all(data["x_mean"] <= data["x_q95"])
 
 
 def test_config_monte_carlo_sections_are_checked():
@@ -170,12 +173,12 @@ def test_config_monte_carlo_sections_are_checked():
     with pytest.raises(ds.ConfigError, match=r"\[sweep\] kind: .*not lhs parameter draws"):
         ds.load_config({**base, "sweep": {"kind": "lhs", "samples": 5, "D": {"uniform": [0, 1]}}})
     with pytest.raises(ds.ConfigError, match=r"\[sweep\] keep: 'x.p05' is not a statistic"):
-        ds.load_config({**base, "sweep": {"samples": 5, "keep": ["x.mean", "x.p05"]}})
+        ds.load_config({**base, "sweep": {"samples": 5, "keep": ["x_mean", "x.p05"]}})
     with pytest.raises(ds.ConfigError, match=r"\[solver\] name: .*'tsit5' \(an ODE solver\)"):
         ds.load_config({**base, "solver": {"name": "tsit5"}})
     with pytest.raises(ds.ConfigError, match=r"\[solver\] name: 'shark' is an SDE solver"):
         ds.load_config({**base, "model": {"name": "lorenz"}, "solver": {"name": "shark"}})
-    experiment = ds.load_config({**base, "sweep": {"samples": 5, "keep": ["x.mean"]}})
+    experiment = ds.load_config({**base, "sweep": {"samples": 5, "keep": ["x_mean"]}})
     assert experiment.solver.name == "shark"
     assert experiment.sweep.paths() == {"samples": 5, "seed": 0}
     assert ds.load_config(experiment.to_dict()) == experiment

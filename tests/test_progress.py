@@ -220,13 +220,13 @@ def test_monte_carlo_sweep_logs_paths_done(monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="difsim.progress")
     model, sigmas = OrnsteinUhlenbeck(mu=0.5), [0.2, 0.4, 0.6]
     out = ds.sweep(
-        model, ds.GridSweep({"sigma": sigmas}), samples=32, seed=0, keep=["x.mean"],
+        model, ds.GridSweep({"sigma": sigmas}), samples=32, seed=0, keep=["x_mean"],
         t0=0.0, t1=1.0, save=2, solver="euler", dt0=0.05, brownian="steps",
         chunk_size=32, devices=jax.devices()[:1], progress=None,
     )  # fmt: skip
     # The exact OU mean at t = 1 (it does not depend on sigma), within 5 standard errors.
     se = np.sqrt(np.asarray([float(model.replace(sigma=s).variance(1.0)) for s in sigmas]) / 32)
-    assert np.all(np.abs(out["x.mean"].values[:, -1] - float(model.mean(1.0))) < 5 * se)
+    assert np.all(np.abs(out["x_mean"].values[:, -1] - float(model.mean(1.0))) < 5 * se)
     lines = _lines(caplog)
     assert [line.split(" (")[0] for line in lines[:-1]] == [
         f"Monte Carlo sweep: {n} of 96 paths" for n in (32, 64)

@@ -2,6 +2,8 @@
 observables, errors, plots. Float64, small sweeps; chunk sizes are multiples of the 8 test
 devices, and settings repeat so that compiled chunk functions are reused."""
 
+import re
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -56,10 +58,10 @@ K_FAILING = np.array([0.5, 1.0, 500.0, 2.0])  # k = 500 needs more than 30 steps
 @pytest.fixture(scope="module")
 def failing():
     spec = ds.GridSweep({"k": K_FAILING})
-    return ds.sweep(ExponentialDecay(), spec, keep=["y.max", "y.final"], **FAILING)
+    return ds.sweep(ExponentialDecay(), spec, keep=["y_max", "y_final"], **FAILING)
 
 
-OBSERVED = ["x.max", "x.min", "x.mean", "x.rate", "v.final", "energy", "extremes", "crossings"]
+OBSERVED = ["x_max", "x_min", "x_mean", "x_rate", "v_final", "energy", "extremes", "crossings"]
 OSC = dict(t0=0.0, t1=3.0, save=31, **TOL)
 
 
@@ -127,9 +129,9 @@ def test_failed_trajectories_are_reported_and_the_others_kept(failing):
     assert list(out.status.values) == [0, 0, int(ds.Status.MAX_STEPS), 0]
     assert out.attrs["n_success"] == 3 and out.attrs["n_max_steps"] == 1
     ok = out.status.values == 0
-    assert np.isnan(out["y.final"][2]) and np.isnan(out["y.max"][2])
-    np.testing.assert_allclose(out["y.final"][ok], np.exp(-k[ok]), rtol=1e-5)
-    np.testing.assert_allclose(out["y.max"][ok], 1.0, rtol=1e-12)
+    assert np.isnan(out["y_final"][2]) and np.isnan(out["y_max"][2])
+    np.testing.assert_allclose(out["y_final"][ok], np.exp(-k[ok]), rtol=1e-5)
+    np.testing.assert_allclose(out["y_max"][ok], 1.0, rtol=1e-12)
     # The kept series of a failed trajectory holds its values up to the failure.
     series = ds.sweep(ExponentialDecay(), ds.GridSweep({"k": k}), keep="trajectory", **FAILING)
     assert series.y[2, 0] == 1.0 and np.isnan(series.y[2, -1])
@@ -139,11 +141,11 @@ def test_observables_equal_reductions_of_the_saved_series(observed):
     spec = ds.GridSweep({"k": [1.0, 4.0], "state.x": [0.5, 1.0, 2.0]})
     series, out = ds.sweep(Oscillator(), spec, keep="trajectory", **OSC), observed
     x, v, t = series.x.values, series.v.values, series.time.values
-    np.testing.assert_array_equal(out["x.max"], x.max(-1))
-    np.testing.assert_array_equal(out["x.min"], x.min(-1))
-    np.testing.assert_allclose(out["x.mean"], scipy.integrate.trapezoid(x, t) / 3.0, rtol=1e-13)
-    np.testing.assert_allclose(out["x.rate"], (x[..., -1] - x[..., 0]) / 3.0, rtol=1e-13)
-    np.testing.assert_array_equal(out["v.final"], v[..., -1])
+    np.testing.assert_array_equal(out["x_max"], x.max(-1))
+    np.testing.assert_array_equal(out["x_min"], x.min(-1))
+    np.testing.assert_allclose(out["x_mean"], scipy.integrate.trapezoid(x, t) / 3.0, rtol=1e-13)
+    np.testing.assert_allclose(out["x_rate"], (x[..., -1] - x[..., 0]) / 3.0, rtol=1e-13)
+    np.testing.assert_array_equal(out["v_final"], v[..., -1])
     k = out.k.values[:, None]
     np.testing.assert_allclose(
         out.energy, 0.5 * (v[..., -1] ** 2 + k * x[..., -1] ** 2), rtol=1e-13
@@ -156,17 +158,42 @@ def test_observables_equal_reductions_of_the_saved_series(observed):
     crossings = (np.sign(x[..., 1:]) != np.sign(x[..., :-1])).sum(-1)
     assert out.crossings.dtype == np.float64 and (out.crossings == crossings).all()
     assert (crossings > 0).all()
-    assert out["x.rate"].attrs["units"] == "m"  # per model time unit (undeclared: "1")
+    assert out["x_rate"].attrs["units"] == "m"  # per model time unit (undeclared: "1")
     assert "time" not in out.dims  # only the observables are kept
+
+
+def test_dotted_observable_names_are_deprecated_spellings(observed):
+    # "x.max" (before 0.1) names the CF-safe "x_max": the same sweep (the same compiled
+    # function), a DeprecationWarning attributed to the caller's line, the new names out.
+    spec = ds.GridSweep({"k": [1.0, 4.0], "state.x": [0.5, 1.0, 2.0]})
+    dotted = [n.replace("_", ".") if n[:2] in ("x_", "v_") else n for n in OBSERVED]
+    with pytest.warns(DeprecationWarning) as record:
+        out = ds.sweep(Oscillator(), spec, keep=dotted, **OSC)
+    assert len(record) == 5 and {w.filename for w in record} == {__file__}
+    assert str(record[0].message).startswith("keep: 'x.max' is spelled 'x_max' since difsim 0.1")
+    assert list(out.data_vars) == list(observed.data_vars)
+    xr.testing.assert_identical(out.drop_attrs(), observed.drop_attrs())
+    assert all(re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", str(n)) for n in OBSERVED)  # CF names
+    np.testing.assert_array_equal(out.x_max, observed["x_max"])  # attribute access works
+
+
+def test_an_observable_named_like_a_reduction_is_refused():
+    class Shadow(Oscillator):
+        @ds.observable
+        def x_max(self, ts, ys):
+            return jnp.max(ys["v"])
+
+    with pytest.raises(ValueError, match=r"Shadow\.x_max .* built-in reduction 'x_max' of state"):
+        ds.sweep(Shadow(), ds.GridSweep({"k": [1.0]}), keep=["x_max"], **OSC)
 
 
 @pytest.mark.parametrize(
     "kw, error, fragments",
     [
-        (dict(keep=["x.maxx"]), ValueError, ["'x.maxx'", "'x.max'?", "'energy'", "'extremes'"]),
+        (dict(keep=["x.maxx"]), ValueError, ["'x.maxx'", "'x_max'?", "'energy'", "'extremes'"]),
         (dict(keep="trajectory", save="final"), ValueError, ["keep='trajectory'", "save = n"]),
-        (dict(keep=["x.mean"], save=1), ValueError, ["'x.mean' reduces", "save = n"]),
-        (dict(keep=["x.max", "x.max"]), ValueError, ["listed twice"]),
+        (dict(keep=["x_mean"], save=1), ValueError, ["'x_mean' reduces", "save = n"]),
+        (dict(keep=["x_max", "x_max"]), ValueError, ["listed twice"]),
         (dict(keep="all"), ValueError, ["'final', 'trajectory'"]),
         (dict(t1=0.0), ValueError, ["t1 must be greater than t0"]),
         (dict(save=[0.5, 0.2]), ValueError, ["strictly increasing"]),
@@ -223,7 +250,7 @@ def test_plots_by_kind(tmp_path, lorenz8, failing, observed):
         assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     assert "1 failed" in ds.plot(failing)._suptitle.get_text()
     # v.final takes both signs: a diverging colour map centred on zero.
-    mesh = ds.plot(observed[["v.final", "status"]]).axes[0].collections[0]
+    mesh = ds.plot(observed[["v_final", "status"]]).axes[0].collections[0]
     assert mesh.get_cmap().name == "RdBu_r" and mesh.norm.vmin == -mesh.norm.vmax
     assert ds.plot(random).axes[0].get_xscale() == "log"  # rho is log-uniform
 
@@ -247,6 +274,6 @@ def test_docs_observable_example_runs():
         namespace,
     )
     spec = ds.GridSweep({"F": [1.2, 1.5]})
-    keep = ["rotation", "theta.rate"]
+    keep = ["rotation", "theta_rate"]
     out = ds.sweep(namespace["Pendulum"](), spec, t0=0.0, t1=300.0, save=[100.0, 300.0], keep=keep)
-    np.testing.assert_allclose(out.rotation, out["theta.rate"] / out.attrs["omega_d"], rtol=1e-12)
+    np.testing.assert_allclose(out.rotation, out["theta_rate"] / out.attrs["omega_d"], rtol=1e-12)

@@ -15,7 +15,7 @@ from difsim._sweep._sweep import _mesh
 
 MODEL = ds.models.Lorenz()
 SPEC = ds.GridSweep({"rho": np.linspace(0.0, 21.0, 24)})
-KW = dict(t0=0.0, t1=1.0, save=11, keep=["x.max", "z.mean", "y.final"], rtol=1e-9, atol=1e-9)
+KW = dict(t0=0.0, t1=1.0, save=11, keep=["x_max", "z_mean", "y_final"], rtol=1e-9, atol=1e-9)
 
 
 def test_auto_takes_the_ensemble_engine_and_agrees_with_diffrax():
@@ -25,7 +25,7 @@ def test_auto_takes_the_ensemble_engine_and_agrees_with_diffrax():
     assert ref.attrs["engine"] == "diffrax"
     # The engine is part of the sweep's identity (resumes never mix the two).
     assert ens.attrs["sweep_hash"] != ref.attrs["sweep_hash"]
-    for name in ("x.max", "z.mean", "y.final"):
+    for name in ("x_max", "z_mean", "y_final"):
         np.testing.assert_allclose(ens[name], ref[name], rtol=1e-11, atol=1e-11)
     np.testing.assert_array_equal(ens.num_steps, ref.num_steps)
     # And both against one trajectory solved alone.
@@ -37,7 +37,7 @@ def test_auto_takes_the_ensemble_engine_and_agrees_with_diffrax():
         rtol=1e-9,
         atol=1e-9,
     )
-    np.testing.assert_allclose(ens["y.final"][7], alone.ys["y"][-1], rtol=1e-11)
+    np.testing.assert_allclose(ens["y_final"][7], alone.ys["y"][-1], rtol=1e-11)
 
 
 def test_default_controller_spelt_out_is_the_same_sweep_and_program():
@@ -49,7 +49,7 @@ def test_default_controller_spelt_out_is_the_same_sweep_and_program():
     named = ds.sweep(MODEL, SPEC, controller="pid", **KW)
     assert compiled._cache_size() == programs
     assert named.attrs["sweep_hash"] == implicit.attrs["sweep_hash"]
-    np.testing.assert_array_equal(named["x.max"], implicit["x.max"])
+    np.testing.assert_array_equal(named["x_max"], implicit["x_max"])
 
 
 def test_auto_falls_back_and_says_why(caplog):

@@ -48,7 +48,7 @@ atol = 1e-10
 dtype = "float64"
 [sweep]
 k = [0.5, 1.0, 2.0]
-keep = ["y.final"]
+keep = ["y_final"]
 [output]
 path = "runs/x.nc"
 plot = false
@@ -73,7 +73,7 @@ def _difsim_run(folder: Path, *args: str) -> subprocess.CompletedProcess:
 
 def _final(path: Path) -> tuple[np.ndarray, dict]:
     with xr.open_dataset(path, engine="h5netcdf") as f:
-        return f["y.final"].values.copy(), dict(f.attrs)
+        return f["y_final"].values.copy(), dict(f.attrs)
 
 
 def test_an_edited_model_file_is_refused_then_recomputed_across_processes(tmp_path, monkeypatch):
@@ -114,20 +114,20 @@ def test_an_edited_model_file_is_run_again_in_one_process(tmp_path):
     folder = _folder(tmp_path)
     config = folder / "sweep.toml"
     first = ds.run_config(config, progress=False)
-    np.testing.assert_allclose(first["y.final"], np.exp(-K), rtol=1e-8)
+    np.testing.assert_allclose(first["y_final"], np.exp(-K), rtol=1e-8)
     # Without an output: nothing stored, but the memo, the rhs check and the compiled
     # chunk of the old class must not serve the new code.
     in_memory = folder / "memory.toml"
     in_memory.write_text(CONFIG.partition("[output]")[0])
     memory = ds.run_config(in_memory, progress=False)
-    np.testing.assert_allclose(memory["y.final"], np.exp(-K), rtol=1e-8)
+    np.testing.assert_allclose(memory["y_final"], np.exp(-K), rtol=1e-8)
     _edit(folder)
     with pytest.raises(SweepOutputError, match=r"^the code of Decay \(decay.py\) changed since"):
         ds.run_config(config, progress=False)
     memory = ds.run_config(in_memory, progress=False)
-    np.testing.assert_allclose(memory["y.final"], np.exp(-2 * K), rtol=1e-8)
+    np.testing.assert_allclose(memory["y_final"], np.exp(-2 * K), rtol=1e-8)
     second = ds.run_config(config, progress=False, overwrite=True)
-    np.testing.assert_allclose(second["y.final"], np.exp(-2 * K), rtol=1e-8)
+    np.testing.assert_allclose(second["y_final"], np.exp(-2 * K), rtol=1e-8)
     assert second.attrs["model_code"] != first.attrs["model_code"]
     # Unchanged since: the module is not run again (the same class, the same code).
     again = ds.run_config(config, progress=False)
@@ -272,7 +272,7 @@ def test_a_monte_carlo_sweeps_identity_covers_the_same(monkeypatch):
     paths = PathSweep(None, 64, seed=1)
 
     def setup(**kw):
-        options = SweepOptions(t0=0.0, t1=1.0, keep=["x.mean"], samples=64, seed=1, **kw)
+        options = SweepOptions(t0=0.0, t1=1.0, keep=["x_mean"], samples=64, seed=1, **kw)
         return statistics_setup(ou, paths, options)
 
     flags = os.environ["XLA_FLAGS"]

@@ -153,6 +153,6 @@ def test_plain_keywords_give_the_same_options_again_and_one_key_of_their_content
     # runtime options (progress, attrs, ...) are not in it; `None` with no content key.
     assert first.shaping_key == SweepOptions(**TIMES, rtol=1e-6).shaping_key
     assert first.shaping_key != SweepOptions(**TIMES, rtol=1e-6, keep="trajectory").shaping_key
-    keep = dict(**TIMES, keep=["x.max", "y.mean"])
+    keep = dict(**TIMES, keep=["x_max", "y_mean"])
     assert SweepOptions(**keep).shaping_key == SweepOptions(**keep).shaping_key is not None
     assert SweepOptions(**TIMES, solver=object()).shaping_key is None

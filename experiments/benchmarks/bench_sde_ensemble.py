@@ -5,7 +5,7 @@ D = 0.25), from x = -1 over t in [0, `--t1`], Euler–Maruyama with a fixed step
 the step-lattice Brownian path (`brownian="steps"`: what the ensemble engine integrates),
 `N` paths of one parameter point. Two sweeps per engine:
 
-- **statistics**: `keep=["x.mean", "x.var"]` over the paths at 11 save times, streamed
+- **statistics**: `keep=["x_mean", "x_var"]` over the paths at 11 save times, streamed
   chunk by chunk (`_monte_carlo`);
 - **paths**: `keep="final"`, each path's final state (`PathSweep`).
 
@@ -43,7 +43,7 @@ except ImportError:  # pragma: no cover
         versions,
     )
 
-KEEPS = {"statistics": ["x.mean", "x.var"], "paths": "final"}
+KEEPS = {"statistics": ["x_mean", "x_var"], "paths": "final"}
 
 
 def sweep_fn(paths: int, keep, engine: str, t1: float):

@@ -53,7 +53,7 @@ def model_text(name: str, cls: type) -> str:
     own = [(o, *_info(dataclasses.asdict(i))) for o, i in model_observables(cls).items()]
     lines += _section("Observables (sweep keep)", own, ("name", "units"))
     builtin = "Built-in observables of every state variable: " + ", ".join(
-        f"<var>.{r}" for r in ("final", "max", "min", "mean", "rate")
+        f"<var>_{r}" for r in ("final", "max", "min", "mean", "rate")
     )
     lines += [*textwrap.wrap(builtin, width), "", "Description", ""]
     for paragraph in re.split(r"\n\s*\n", textwrap.dedent(cls.__doc__ or "").strip()):

@@ -296,11 +296,8 @@ def run_config(
     throw: bool = True,
     overwrite: bool = False,
 ) -> xr.Dataset:
-    """Run an experiment config from Python: what `difsim run` does, minus the printing.
-
-    ```python
-    ds = difsim.run_config("experiments/lorenz.toml", overrides={"model.parameters.rho": 20})
-    ```
+    """Run an experiment config from Python: what `difsim run` does, minus the printing:
+    `ds.run_config("experiments/lorenz.toml", overrides={"model.parameters.rho": 20})`.
 
     **Arguments:**
 
@@ -323,6 +320,23 @@ def run_config(
 
     **Raises:** [`ConfigError`][] for an invalid config, `OutputError` (a `ValueError`) for
     an output path that cannot or may not be written; both before anything is compiled.
+
+    **Example:**
+
+    ```python
+    import numpy as np
+    import difsim as ds
+
+    config = {  # the content of a TOML file, as a dict
+        "model": {"name": "exponential_decay", "parameters": {"k": 0.5}},
+        "time": {"t0": 0.0, "t1": 2.0, "save": 5},
+    }
+    out = ds.run_config(config, plot=False)  # no [output] path: nothing is written
+    np.testing.assert_allclose(out["y"], np.exp(-0.5 * out["time"]), rtol=1e-5)  # exp(-k t)
+
+    swept = ds.run_config({**config, "sweep": {"k": [0.5, 1.0]}}, progress=False, plot=False)
+    np.testing.assert_allclose(swept["y"], np.exp(-2 * swept["k"]), rtol=1e-5)  # y(t1)
+    ```
     """
     overrides = dict(overrides or {})
     if overwrite:

@@ -223,8 +223,8 @@ SECTIONS: dict[str, Section] = {
             "keep": Key(
                 KEEP,
                 'what to keep per trajectory: "final", "trajectory", or a list of '
-                'observables like ["x.max", "R.final"]; of Monte Carlo paths, statistics '
-                'over them like ["x.mean", "x.var", "x.q05", "x.q95"]',
+                'observables like ["x_max", "R_final"]; of Monte Carlo paths, statistics '
+                'over them like ["x_mean", "x_var", "x_q05", "x_q95"]',
                 "final",
             ),
             "chunk_size": Key(

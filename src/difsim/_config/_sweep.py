@@ -29,6 +29,7 @@ from difsim._sweep import (
     parse_bytes,
     plan_keep,
     plan_statistics,
+    respell_keep,
 )
 
 GRID_FORMS = {
@@ -147,7 +148,7 @@ def parse_sweep(values: dict[str, Any], parsed: dict[str, Any]) -> SweepSpec:
     random = kind in ("random", "lhs")
     seed = (values["seed"] if values["seed"] is not None else 0) if random or monte_carlo else None
     dim = _check_settings(values, kind, built, monte_carlo)
-    keep = values["keep"]
+    keep = respell_keep(values["keep"], monte_carlo and is_statistics(values["keep"]), "sweep.keep")
     if monte_carlo and is_statistics(keep):
         _check_statistics(keep, cls)
     else:
@@ -215,7 +216,7 @@ def _check_paths(samples: int, points: int) -> None:
 
 
 def _check_statistics(keep: list[str], cls: type[Model]) -> None:
-    """Check statistics over the paths (`["x.mean", "x.q05"]`) against the model."""
+    """Check statistics over the paths (`["x_mean", "x_q05"]`) against the model."""
     try:
         plan_statistics(keep, cls, field_defaults(cls)["state"])
     except ValueError as e:

@@ -1,7 +1,6 @@
 """`simulate`: solve a model's ODE with diffrax and return a labelled `Solution`."""
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import diffrax as dfx
 import equinox as eqx
@@ -9,9 +8,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jaxtyping import PRNGKeyArray
 
-from difsim import solvers
 from difsim._core._adjoint import (
-    check_backsolve,
     forward_mode_error,
     forward_only,
     is_stiff_solver,
@@ -19,21 +16,14 @@ from difsim._core._adjoint import (
 from difsim._core._backends import AbstractBackend, choose_backend
 from difsim._core._custom_types import RealScalarLike, SaveLike, Times
 from difsim._core._event import AbstractEvent
-from difsim._core._event_plan import EventPlan, plan_events
-from difsim._core._fixed_step import plan_scan
 from difsim._core._model import Model
-from difsim._core._own_steps import check_own_steps, own_steps
 from difsim._core._progress_meter import solve_meter
-from difsim._core._save import SaveSpec, check_dt0, check_saved_memory
-from difsim._core._sde import check_key, sde_settings
-from difsim._core._sde_steps import check_sde_plan, restarts
+from difsim._core._sde_steps import restarts
 from difsim._core._solution import Solution
-from difsim._core._solver_settings import SolverSettings, solver_settings
-from difsim._core._stability import check_explicit_step
-from difsim._core._state import State, is_finite_concrete
-from difsim._core._terms import check_stiff_term, model_terms, solve_controller, traced_tolerances
+from difsim._core._solve_plan import SolvePlan, plan_solve
+from difsim._core._terms import model_terms, solve_controller, traced_tolerances
 from difsim._core._throw import raise_if_failed
-from difsim._core._vector_field import Layout, VectorField, check_rhs, check_spectrum
+from difsim._core._vector_field import Layout
 from difsim._pde import constrain
 from difsim._status import SolveError, Status, result_index
 
@@ -154,73 +144,40 @@ def simulate(
     ```
     """
     # Sweeps pass `t` as a checked `SaveSpec`, `solver` as resolved `SolverSettings` (once).
-    if not isinstance(model, Model):
-        raise TypeError(f"simulate expects a difsim.Model instance, got {type(model).__name__}")
-    key = check_key(model, key, brownian)
-    dense = isinstance(save, str) and save == "dense"
-    times = _save_spec(t, t0=t0, t1=t1, save="final" if dense else save)
-    given = dict(controller=controller, dt0=check_dt0(dt0), rtol=rtol, atol=atol,
-                 max_steps=max_steps, root_tol=root_tol)  # fmt: skip
-    state0 = model.initial_state()
-    if (own := own_steps(adjoint)) is not None:
-        check_own_steps(own[0].name, key=key, event=event, dense=dense, sharding=sharding,
-                        progress=progress, model=model)  # fmt: skip
-        return _run_own_steps(own, model, state0, times, _solver_settings(model, solver, given),
-                              throw)  # fmt: skip
-    adjoint_obj = solvers.make_adjoint(adjoint)
-    if key is None:
-        settings = _solver_settings(model, solver, given)
-        layout = _checked_layout(model, state0, settings.imex)
-    else:  # an SDE: its noise picks the solver, and needs the state's layout
-        layout = _checked_layout(model, state0, False)
-        settings = sde_settings(model, layout, solver, given, adjoint_obj, brownian, times)
-    check_saved_memory(times, layout, type(model).__name__)
-    check_backsolve(adjoint, type(model), settings.solver_requested)
-    imex = settings.imex and key is None
-    if settings.fixed_step and not imex:
-        y0, field = layout.pack(state0.values), VectorField(layout, "rhs")
-        name = type(model).__name__
-        check_explicit_step(settings.solver, field, model, times.t0, y0, settings.dt0, name)
-    if imex:
-        check_stiff_term(model, layout, settings.solver, times.t0, settings.dt0)
-    dfx_event = plan_events(model, event, layout, settings.rtol, settings.atol, max_events, dense)
-    _check_adjoint_and_sharding(dfx_event, adjoint_obj, sharding)
-    check_sde_plan(key, settings, dfx_event, times, type(model).__name__)
-    ts = times.save_times()
-    scan_plan = plan_scan(
-        ts, times.t0, times.t1, settings.dt0, final_only=times.final_only,
-        fixed_step=isinstance(settings.controller, dfx.ConstantStepSize), event=dfx_event,
-        adjoint=adjoint_obj, progress=progress, max_steps=settings.max_steps,
+    plan = plan_solve(
+        model, t, t0=t0, t1=t1, save=save, key=key, brownian=brownian, solver=solver,
+        rtol=rtol, atol=atol, dt0=dt0, controller=controller, max_steps=max_steps,
+        root_tol=root_tol, adjoint=adjoint, event=event, max_events=max_events,
+        progress=progress, sharding=sharding,
     )  # fmt: skip
-    # Times take the state's (real) dtype: diffrax would otherwise promote a float32 state
-    # to the float64 of Python-float times under x64, ignoring the precision the user chose.
-    dtype = jnp.finfo(layout.dtype).dtype
+    if plan.own is not None:
+        return _run_own_steps(plan, model, throw)
     try:
-        return _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout,
-                          progress, throw, sharding, scan_plan, key)  # fmt: skip
+        return _run_solve(model, plan, progress, throw, sharding)
     except SolveError as error:  # raised here: the user's call and this line, no internals
         raise error.with_traceback(None) from None
     except TypeError as error:
-        explained = forward_mode_error(adjoint_obj, error)
+        explained = forward_mode_error(plan.adjoint, error)
         if explained is None:
             raise
         raise explained from error
 
 
-def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout, progress,
-               throw, sharding, scan_plan, key) -> Solution:  # fmt: skip
+def _run_solve(model: Model, plan: SolvePlan, progress, throw, sharding) -> Solution:
+    times, settings, dtype = plan.times, plan.settings, plan.dtype
     t0, t1 = jnp.asarray(times.t0, dtype), jnp.asarray(times.t1, dtype)
     dt0 = None if settings.dt0 is None else jnp.asarray(settings.dt0, dtype)
-    terms = model_terms(model, layout, settings, key, t0, t1, dt0)
+    terms = model_terms(model, plan.layout, settings, plan.key, t0, t1, dt0)
+    ts = times.save_times()
     ts = None if ts is None else jnp.asarray(ts, dtype)
-    controller = solve_controller(settings, key, ts, times.final_only, t0, restarts(dfx_event),
-                                  t1=t1)  # fmt: skip
+    controller = solve_controller(settings, plan.key, ts, times.final_only, t0,
+                                  restarts(plan.events), t1=t1)  # fmt: skip
     sol = _solve(
-        model, ts, t0, t1, dt0, backend=choose_backend(scan_plan, dfx_event), terms=terms,
+        model, ts, t0, t1, dt0, backend=choose_backend(plan.scan, plan.events), terms=terms,
         solver=settings.solver, controller=traced_tolerances(controller, dtype),
-        adjoint=adjoint_obj,
-        meter=solve_meter(model, times, layout) if progress else dfx.NoProgressMeter(),
-        layout=layout, final_only=times.final_only, max_steps=settings.max_steps,
+        adjoint=plan.adjoint,
+        meter=solve_meter(model, times, plan.layout) if progress else dfx.NoProgressMeter(),
+        layout=plan.layout, final_only=times.final_only, max_steps=settings.max_steps,
         sharding=sharding,
     )  # fmt: skip
     if not throw:
@@ -229,11 +186,11 @@ def _run_solve(model, ts, times, dtype, settings, adjoint_obj, dfx_event, layout
     return raise_if_failed(sol, type(model).__name__, stiff=stiff, sharded=sharding is not None)
 
 
-def _run_own_steps(own, model, state0, times, settings, throw) -> Solution:
+def _run_own_steps(plan: SolvePlan, model: Model, throw: bool) -> Solution:
     """The solve under an adjoint of difsim's own steps (`_own_steps.py`)."""
-    _checked_layout(model, state0, settings.imex)
-    adjoint, solve = own
-    sol = solve(model, times, settings, adjoint)
+    adjoint, solve = plan.own
+    settings = plan.settings
+    sol = solve(model, plan.times, settings, adjoint)
     if not throw:
         return sol
     try:
@@ -241,55 +198,6 @@ def _run_own_steps(own, model, state0, times, settings, throw) -> Solution:
         return raise_if_failed(sol, type(model).__name__, stiff=stiff, sharded=False)
     except SolveError as error:
         raise error.with_traceback(None) from None
-
-
-def _save_spec(t, **loose) -> SaveSpec:
-    if not isinstance(t, SaveSpec):
-        return SaveSpec(t, **loose)
-    clash = [k for k, v in loose.items() if v is not None]
-    if clash:
-        raise ValueError(f"t is a SaveSpec, which holds t0, t1 and save: leave out {clash[0]}")
-    return t
-
-
-def _solver_settings(model: Model, solver, given: dict[str, Any]) -> SolverSettings:
-    if not isinstance(solver, SolverSettings):
-        return solver_settings(model, solver=solver, **given)
-    clash = [k for k, v in given.items() if v is not None]
-    if clash:
-        raise ValueError(f"solver is a SolverSettings, which holds {clash[0]}: leave it out")
-    return solver
-
-
-def _checked_layout(model: Model, state0: State, imex: bool) -> Layout:
-    """The layout of `model`'s state, after checking the initial values and what each
-    right-hand side the solve calls returns."""
-    name = type(model).__name__
-    if len(state0) == 0:
-        raise ValueError(f"{name} declares no state variables")
-    for var, value in state0.items():
-        if not is_finite_concrete(value):
-            raise ValueError(f"initial value of state variable {var!r} of {name} is not finite")
-    layout = Layout.of(state0)
-    if imex and model.has_spectrum():
-        check_spectrum(model, layout)  # first: the derived rhs_nonstiff would fail less clearly
-    for part in ("rhs_nonstiff", "rhs_stiff") if imex else ("rhs",):
-        check_rhs(model, layout, part)
-    return layout
-
-
-def _check_adjoint_and_sharding(plan: EventPlan | None, adjoint, sharding) -> None:
-    if plan is not None and isinstance(adjoint, dfx.BacksolveAdjoint):
-        what = "events" if plan.events else "dense output"
-        raise ValueError(
-            f"adjoint='backsolve' cannot differentiate a solve with {what} (a terminating "
-            "event included); use adjoint='checkpoint' (or 'forward')"
-        )
-    if sharding is not None and not isinstance(sharding, NamedSharding):
-        raise TypeError(
-            f"sharding must be a jax.sharding.NamedSharding (see ds.domain_sharding), got "
-            f"{type(sharding).__name__}"
-        )
 
 
 @eqx.filter_jit

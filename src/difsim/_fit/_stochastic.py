@@ -29,6 +29,7 @@ from difsim._fit._drivers import forward_jacobian
 from difsim._fit._kalman import KalmanProblem, check_linear, step_table
 from difsim._fit._problem import AbstractProblem, SimOptions
 from difsim._fit._transforms import AbstractTransform
+from difsim._io import kept_name
 
 PATH_DIMS = ("path", "sample")  # the data dimension holding observed paths
 
@@ -56,6 +57,28 @@ class SimulatedMoments(AbstractObjective):
     keys: path `i` has `fold_in(key(seed), i)`, the same at every iteration), `dt0` (a
     fixed step: a smooth objective; `None` lets the solver adapt), `brownian` (`"tree"`
     or `"steps"`, as for `simulate`).
+
+    **Example:**
+
+    ```python
+    import numpy as np
+    import xarray as xr
+    import difsim as ds
+
+    # 300 Ornstein-Uhlenbeck paths from x = 2, sampled exactly at 7 times (an AR(1) chain).
+    theta, mu, sigma, t = 1.2, 0.5, 0.6, np.linspace(0.0, 3.0, 7)
+    a, s = np.exp(-theta * 0.5), sigma * np.sqrt((1 - np.exp(-theta)) / (2 * theta))
+    x = np.empty((300, 7))
+    x[:, 0], noise = 2.0, np.random.default_rng(0).standard_normal((300, 7))
+    for i in range(1, 7):
+        x[:, i] = mu + (x[:, i - 1] - mu) * a + s * noise[:, i]
+    paths = xr.Dataset({"x": (("path", "time"), x)}, coords={"time": t})
+
+    start = ds.models.OrnsteinUhlenbeck(theta=0.6, mu=mu, sigma=sigma).replace(**{"state.x": 2.0})
+    fit = ds.fit(start, paths, free={"theta": ds.Positive()}, solver="euler",
+                 objective=ds.SimulatedMoments(paths=500, seed=1, dt0=0.05, brownian="steps"))
+    assert abs(fit.parameters["theta"] - theta) < 3 * fit.stderr["theta"]  # truth within 3 s.e.
+    ```
     """
 
     paths: int = eqx.field(default=1000, static=True)
@@ -105,7 +128,39 @@ class KalmanLikelihood(AbstractObjective):
     """Fit a linear-Gaussian SDE (affine drift, additive noise: e.g. Ornstein–Uhlenbeck) to
     one observed path by its exact likelihood (the Kalman filter; `_kalman`). `fit`'s
     `sigma` gives the measurement noise of each data variable (default: exact).
-    Standard errors: the inverse of the negative log-likelihood's Hessian."""
+    Standard errors: the inverse of the negative log-likelihood's Hessian.
+
+    **Example:**
+
+    ```python
+    import numpy as np
+    import xarray as xr
+    import difsim as ds
+
+    # An Ornstein-Uhlenbeck path sampled exactly (an AR(1) chain): x' = mu + (x - mu) a + s e,
+    # a = exp(-theta dt), s² = sigma² (1 - a²) / (2 theta).
+    theta, mu, sigma, dt, n = 1.2, 0.5, 0.6, 0.1, 200
+    a, s = np.exp(-theta * dt), sigma * np.sqrt((1 - np.exp(-2 * theta * dt)) / (2 * theta))
+    x = np.empty(n)
+    x[0], noise = 2.0, np.random.default_rng(0).standard_normal(n)
+    for i in range(1, n):
+        x[i] = mu + (x[i - 1] - mu) * a + s * noise[i]
+    data = xr.Dataset({"x": ("time", x)}, coords={"time": dt * np.arange(n)})
+
+    model = ds.models.OrnsteinUhlenbeck(mu=mu).replace(**{"state.x": x[0]})
+    fit = ds.fit(model, data, free={"theta": ds.Positive(), "sigma": ds.Positive()},
+                 objective=ds.KalmanLikelihood())
+    # The maximum likelihood in closed form: the least-squares slope of the chain, and the
+    # mean squared innovation.
+    u, v = x[:-1] - mu, x[1:] - mu
+    a_hat = (u @ v) / (u @ u)
+    s2_hat = np.mean((v - a_hat * u) ** 2)
+    theta_hat = -np.log(a_hat) / dt
+    np.testing.assert_allclose(fit.parameters["theta"], theta_hat, rtol=1e-4)
+    sigma2_hat = 2 * theta_hat * s2_hat / (1 - a_hat**2)
+    np.testing.assert_allclose(fit.parameters["sigma"] ** 2, sigma2_hat, rtol=1e-4)
+    ```
+    """
 
     optimizer: ClassVar[str] = "bfgs"
 
@@ -165,7 +220,8 @@ def _moment_data(values, coords, coord, targets, names, dataset, dtype) -> FitDa
         values=jnp.asarray(moments, dtype),
         mask=jnp.ones(moments.shape, bool),
         weights=jnp.ones(moments.shape, dtype),
-        names=tuple(f"{n}.mean" for n in names) + tuple(f"{n}.var" for n in names),
+        names=tuple(kept_name(n, "mean") for n in names)
+        + tuple(kept_name(n, "var") for n in names),
         targets=targets + targets,
         coord=coord,
         units=tuple(units) + tuple(None if u is None else f"({u})^2" for u in units),

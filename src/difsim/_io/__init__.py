@@ -42,6 +42,12 @@ from difsim._io._meta import (
     plot_attrs as plot_attrs,
     var_attrs as var_attrs,
 )
+from difsim._io._names import (
+    canonical_keep as canonical_keep,
+    kept_name as kept_name,
+    split_kept as split_kept,
+    warn_deprecated as warn_deprecated,
+)
 from difsim._io._ownership import (
     KIND_ATTR as KIND_ATTR,
     RUN_ATTR as RUN_ATTR,

@@ -1,5 +1,5 @@
 """Fan charts of Monte Carlo statistics: the mean over the paths against time, inside bands
-between pairs of quantiles (`x.q05`–`x.q95`, `x.q25`–`x.q75`, …), one panel per state
+between pairs of quantiles (`x_q05`–`x_q95`, `x_q25`–`x_q75`, …), one panel per state
 variable and one colour per point of the parameter spec."""
 
 import re
@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from difsim._io import kept_name, split_kept
 from difsim._plot._figure import finish_figure
 
 MAX_LINES = 6  # points of the parameter spec drawn per panel (evenly picked beyond that)
-_QUANTILE = re.compile(r"(?P<var>.+)\.q(?P<digits>\d+)$")
+# `x_q05`; files written before 0.1 spelled it `x.q05`
+_QUANTILE = re.compile(r"(?P<var>.+)[._]q(?P<digits>\d+)$")
 
 
 def is_fan(dataset: xr.Dataset) -> bool:
@@ -26,9 +28,17 @@ def _quantiles(dataset: xr.Dataset, var: str) -> dict[float, str]:
         match = _QUANTILE.fullmatch(str(name))
         if match and match["var"] == var:
             out[float("0." + match["digits"])] = str(name)
-    if f"{var}.median" in dataset.data_vars:
-        out[0.5] = f"{var}.median"
+    if median := _named(dataset, var, "median"):
+        out[0.5] = median
     return out
+
+
+def _named(dataset: xr.Dataset, var: str, stat: str) -> str | None:
+    """The name of statistic `stat` of `var` in `dataset` (either spelling), if there."""
+    for name in (kept_name(var, stat), f"{var}.{stat}"):
+        if name in dataset.data_vars:
+            return name
+    return None
 
 
 def _bands(quantiles: dict[float, str]) -> list[tuple[str, str, float]]:
@@ -41,7 +51,7 @@ def _bands(quantiles: dict[float, str]) -> list[tuple[str, str, float]]:
 def _variables(dataset: xr.Dataset) -> list[str]:
     names = []
     for name in dataset.data_vars:
-        var, _, stat = str(name).rpartition(".")
+        var, stat = split_kept(str(name))
         if var and (stat == "mean" or _QUANTILE.fullmatch(str(name))) and var not in names:
             names.append(var)
     return names
@@ -74,7 +84,7 @@ def plot_fan(dataset: xr.Dataset, path: str | Path | None = None):
     from matplotlib.figure import Figure
 
     variables = _variables(dataset) or [str(next(iter(dataset.data_vars)))]
-    centres = {v: f"{v}.mean" if f"{v}.mean" in dataset else f"{v}.median" for v in variables}
+    centres = {v: _named(dataset, v, "mean") or _named(dataset, v, "median") for v in variables}
     panels = [(v, label, index) for v in variables for label, index in _points(dataset[centres[v]])]
     ncols = min(3, len(panels))
     nrows = -(-len(panels) // ncols)
@@ -86,11 +96,11 @@ def plot_fan(dataset: xr.Dataset, path: str | Path | None = None):
         color = f"C{variables.index(var)}"
         for low, high, width in bands:
             lo, hi = dataset[low].isel(index), dataset[high].isel(index)
-            name = f"{low.rpartition('.')[2]}–{high.rpartition('.')[2]}"
+            name = f"{split_kept(low)[1]}–{split_kept(high)[1]}"
             alpha = 0.15 + 0.15 * (1 - width)
             ax.fill_between(time, lo, hi, color=color, lw=0, alpha=alpha, label=name)
         ax.plot(time, dataset[centres[var]].isel(index), color=color, lw=1.5,
-                label=centres[var].rpartition(".")[2])  # fmt: skip
+                label=split_kept(centres[var])[1])  # fmt: skip
         units = dataset[centres[var]].attrs.get("units")
         ax.set_ylabel(f"{var} [{units}]" if units else var)
         ax.set_title(label, fontsize=9)

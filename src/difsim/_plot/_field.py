@@ -61,6 +61,20 @@ def plot_snapshots(
       slice along the third axis.
 
     Every panel of one variable shares a colour scale, so panels compare directly.
+
+    **Example:**
+
+    ```python
+    import numpy as np
+    import difsim as ds
+
+    model = ds.models.Heat(grid=ds.Grid((16, 16), extent=1.0))
+    field = ds.simulate(model, t0=0.0, t1=0.01, save=5).to_xarray()
+    fig = ds.plot_snapshots(field, times=3)  # 3 panels of u, one colour scale, a colour bar
+    images = [im for ax in fig.axes for im in ax.get_images()]
+    assert len(images) == 3
+    np.testing.assert_allclose(images[0].get_array(), field["u"].isel(time=0).T, rtol=1e-6)
+    ```
     """
     from matplotlib.figure import Figure
 
@@ -128,6 +142,24 @@ def animate(
     - `fps`: frames per second; `max_frames`: at most this many (evenly thinned) frames.
 
     **Returns:** the path written.
+
+    **Example:**
+
+    ```python
+    import tempfile
+    from pathlib import Path
+
+    from PIL import Image
+
+    import difsim as ds
+
+    model = ds.models.Heat(grid=ds.Grid(32, extent=1.0))
+    field = ds.simulate(model, t0=0.0, t1=0.01, save=6).to_xarray()
+    with tempfile.TemporaryDirectory() as folder:
+        path = ds.animate(field, Path(folder) / "heat.gif", fps=5)  # one frame per saved time
+        with Image.open(path) as gif:
+            assert gif.n_frames == field.sizes["time"] == 6
+    ```
     """
     from matplotlib import animation
     from matplotlib.figure import Figure

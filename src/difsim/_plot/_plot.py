@@ -75,6 +75,18 @@ def plot(output: Any, path: str | Path | None = None, phase: tuple[str, str] | N
     With `path`, the figure is saved there (PNG at 120 dpi) and closed.
 
     **Returns:** the `matplotlib.figure.Figure` (or `None` once saved to `path`).
+
+    **Example:**
+
+    ```python
+    import numpy as np
+    import difsim as ds
+
+    sol = ds.simulate(ds.models.ExponentialDecay(k=0.5), t0=0.0, t1=2.0, save=21)
+    fig = ds.plot(sol)  # a matplotlib Figure; ds.plot(sol, "decay.png") saves it instead
+    (line,) = fig.axes[0].lines
+    np.testing.assert_allclose(line.get_ydata(), np.exp(-0.5 * line.get_xdata()), rtol=1e-5)
+    ```
     """
     if not isinstance(output, xr.Dataset):
         to_xarray = getattr(output, "to_xarray", None)

@@ -31,6 +31,7 @@ from difsim._sweep._layout import (
 )
 from difsim._sweep._observables import (
     plan_keep as plan_keep,
+    respell_keep as respell_keep,
 )
 from difsim._sweep._options import (
     DEFAULT_MEMORY_BUDGET as DEFAULT_MEMORY_BUDGET,

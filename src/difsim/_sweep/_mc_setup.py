@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from difsim._core import Model, SaveSpec
-from difsim._io import environment, environment_attrs, fixed_variables, time_attrs
+from difsim._io import environment, environment_attrs, fixed_variables, split_kept, time_attrs
 from difsim._sweep._chunking import bytes_per_trajectory
 from difsim._sweep._layout import (
     coord_meta,
@@ -117,7 +117,7 @@ def _attrs_of(model: Model, name: str, var: str, kind: str) -> dict[str, str]:
     info = dict(model.initial_state().info)[var]
     what = MOMENTS.get(kind, "")
     if kind == "quantile":
-        stat = name.rpartition(".")[2]
+        stat = split_kept(name)[1]
         what = MOMENTS["median"] if stat == "median" else f"0.{stat[1:]} quantile over the paths"
     out = {"long_name": f"{info.description or var}: {what}"}
     if info.units:

@@ -1,9 +1,9 @@
 """What a sweep keeps per trajectory: the final state, the saved series, or observables.
 
 An observable is either a built-in reduction of one state variable over the saved times,
-written `"<var>.<reduction>"` (`"x.max"`, `"I.max"`, `"R.final"`), or a model method
-decorated with [`observable`][]. A sweep that keeps only observables never holds more
-than one chunk of time series in memory, and writes none.
+written `"<var>_<reduction>"` (`"x_max"`, `"I_max"`, `"R_final"`; the dotted `"I.max"` is
+deprecated), or a model method decorated with [`observable`][]. A sweep that keeps only
+observables never holds more than one chunk of time series in memory, and writes none.
 """
 
 import dataclasses
@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from difsim._core import Model, State, VarInfo, model_observables
-from difsim._io import per_time, var_attrs
+from difsim._io import canonical_keep, kept_name, per_time, split_kept, var_attrs
+from difsim._sweep._statistics import is_statistic
 
 # name → (what it computes, for `long_name`; needs at least two saved times)
 REDUCTIONS: dict[str, tuple[str, bool]] = {
@@ -35,7 +36,7 @@ RESERVED = ("status", "num_steps")
 def available(cls: type[Model], state: State) -> list[str]:
     """Every name `keep` accepts for this model: reductions of each variable, then the
     model's own observables."""
-    builtin = [f"{var}.{r}" for var in state.names for r in REDUCTIONS]
+    builtin = [kept_name(var, r) for var in state.names for r in REDUCTIONS]
     return builtin + list(model_observables(cls))
 
 
@@ -73,7 +74,7 @@ class KeepPlan:
         else:
             out = {}
             for name in self.names:
-                var, _, reduction = name.rpartition(".")
+                var, reduction = split_kept(name)
                 if var in sol.ys and reduction in REDUCTIONS:
                     out[name] = _reduce(sol.ts, sol.ys[var], reduction)
                 else:
@@ -108,7 +109,7 @@ class KeepPlan:
             for var, value in state.items()
         }
         for name in self.names:
-            var, _, reduction = name.rpartition(".")
+            var, reduction = split_kept(name)
             if var in info and reduction in REDUCTIONS:
                 dims, shape = _var_dims(model, var, info[var], state[var])
                 attrs = dict(_var_attrs(info[var]))
@@ -128,6 +129,13 @@ class KeepPlan:
         return out
 
 
+def respell_keep(keep: Any, statistics: bool, key: str = "keep") -> Any:
+    """`keep` in the CF-safe spelling (`"x_max"`), each deprecated dotted name (`"x.max"`)
+    respelled with a `DeprecationWarning` naming `key`; `statistics`: names are statistics
+    over Monte Carlo paths, not reductions over time."""
+    return canonical_keep(keep, is_statistic if statistics else REDUCTIONS.__contains__, key)
+
+
 def plan_keep(keep: Any, cls: type[Model], state: State, n_saved: int, save_text: str) -> KeepPlan:
     """Check `keep` against model class `cls` (with state variables `state`) and the number
     of saved times; raise `ValueError` naming the culprit, listing what is available."""
@@ -144,7 +152,9 @@ def plan_keep(keep: Any, cls: type[Model], state: State, n_saved: int, save_text
         raise ValueError(
             f"keep must be 'final', 'trajectory' or a non-empty list of observables, got {keep!r}"
         )
+    keep = canonical_keep(keep, REDUCTIONS.__contains__)
     names = available(cls, state)
+    _refuse_shadowing(cls, state)
     seen = set()
     for name in keep:
         if not isinstance(name, str) or name not in names:
@@ -153,14 +163,14 @@ def plan_keep(keep: Any, cls: type[Model], state: State, n_saved: int, save_text
             own = list(model_observables(cls))
             raise ValueError(
                 f"keep: unknown observable {name!r} for {cls.__name__}{hint}; built-in "
-                f"reductions are '<var>.<r>' with <var> one of {', '.join(map(repr, state.names))}"
+                f"reductions are '<var>_<r>' with <var> one of {', '.join(map(repr, state.names))}"
                 f" and <r> one of {', '.join(map(repr, REDUCTIONS))}; the model's own "
                 f"observables (@ds.observable) are {', '.join(map(repr, own)) or '(none)'}"
             )
         if name in seen:
             raise ValueError(f"keep: {name!r} is listed twice")
         seen.add(name)
-        var, _, reduction = name.rpartition(".")
+        var, reduction = split_kept(name)
         if var in state.names and REDUCTIONS.get(reduction, ("", False))[1] and n_saved < 2:
             raise ValueError(
                 f"keep: {name!r} reduces over the saved times, but save={save_text} saves "
@@ -172,6 +182,19 @@ def plan_keep(keep: Any, cls: type[Model], state: State, n_saved: int, save_text
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _refuse_shadowing(cls: type[Model], state: State) -> None:
+    """A model observable named like a built-in reduction (`x_max` beside a variable `x`)
+    would make `keep=["x_max"]` mean two things."""
+    builtin = {kept_name(var, r) for var in state.names for r in REDUCTIONS}
+    for name in model_observables(cls):
+        if name in builtin:
+            raise ValueError(
+                f"keep: {cls.__name__}.{name} (an @ds.observable) has the name of the "
+                f"built-in reduction {name!r} of state variable {split_kept(name)[0]!r}: "
+                "rename the method"
+            )
 
 
 def _reduce(ts: jax.Array, ys: jax.Array, reduction: str) -> jax.Array:

@@ -1,6 +1,6 @@
 r"""Statistics over the Monte Carlo paths of a sweep, streamed chunk by chunk.
 
-`keep = ["x.mean", "x.var", "x.q05", "x.q95"]` asks, at every saved time and every point
+`keep = ["x_mean", "x_var", "x_q05", "x_q95"]` asks, at every saved time and every point
 of the parameter spec, for statistics of state variable `x` over the paths:
 
 - `mean`, `var` (unbiased, $n - 1$), `std`: from per-block counts, means and sums of
@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from difsim._core import Model, State
+from difsim._io import canonical_keep, kept_name, split_kept
 
 BLOCK = 256  # paths per block of partial statistics
 BINS = 4096  # histogram bins of a streamed quantile
@@ -63,6 +64,15 @@ def parse_statistic(stat: str) -> tuple[str, float | None]:
     raise ValueError(stat)
 
 
+def is_statistic(stat: str) -> bool:
+    """Whether `stat` names a statistic over paths (`mean`, `q05`, …)."""
+    try:
+        parse_statistic(stat)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclasses.dataclass(frozen=True)
 class StatsPlan:
     """The statistics a Monte Carlo sweep keeps (hashable: a static argument).
@@ -91,7 +101,7 @@ class StatsPlan:
 
 
 def is_statistics(keep: Any) -> bool:
-    """Whether `keep` asks for statistics over paths: a list with at least one `<var>.<stat>`
+    """Whether `keep` asks for statistics over paths: a list with at least one `<var>_<stat>`
     name (the others are then checked as statistics too, by [`plan_statistics`][])."""
     if keep is None or isinstance(keep, str):
         return False
@@ -102,7 +112,7 @@ def is_statistics(keep: Any) -> bool:
 
 
 def _split(name: str) -> tuple[str, str | None]:
-    var, _, stat = name.rpartition(".")
+    var, stat = split_kept(name)
     try:
         parse_statistic(stat)
     except ValueError:
@@ -116,18 +126,19 @@ def plan_statistics(keep: Any, cls: type[Model], state: State) -> StatsPlan:
     **Raises:** `ValueError` naming the first bad entry and listing what is available.
     """
     names = list(state.names)
+    keep = canonical_keep(keep, is_statistic)
     if isinstance(keep, str) or not keep:
         raise ValueError(f"keep must be a non-empty list of statistics, got {keep!r}")
     entries, seen = [], set()
     for name in keep:
         var, stat = _split(name) if isinstance(name, str) else (name, None)
         if stat is None or var not in names:
-            choices = [f"{v}.{s}" for v in names for s in ("mean", "var", "q05", "q95")]
+            choices = [kept_name(v, s) for v in names for s in ("mean", "var", "q05", "q95")]
             close = difflib.get_close_matches(str(name), choices, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ValueError(
                 f"keep: {name!r} is not a statistic over the paths of {cls.__name__}{hint}; "
-                f"write '<var>.<stat>' with <var> one of {', '.join(map(repr, names))} and "
+                f"write '<var>_<stat>' with <var> one of {', '.join(map(repr, names))} and "
                 f"<stat> one of {', '.join(MOMENTS)} or a quantile 'qNN' (q05 = 0.05, q975 = "
                 "0.975)"
             )

@@ -120,8 +120,8 @@ def sweep(
     - `samples`, `seed`: for a stochastic model (see `docs/stochastic.md`), the number of
       Monte Carlo paths per point of `spec`, and the seed of their keys: path `s` of point
       `p` has key `fold_in(key(seed), p * samples + s)`, whatever the chunking. `keep` then
-      takes statistics over the paths, `"x.mean"`, `"x.var"`, `"x.std"`, `"x.min"`,
-      `"x.max"`, `"x.median"`, quantiles `"x.q05"`, `"x.q95"`, … (dims: the spec's, then
+      takes statistics over the paths, `"x_mean"`, `"x_var"`, `"x_std"`, `"x_min"`,
+      `"x_max"`, `"x_median"`, quantiles `"x_q05"`, `"x_q95"`, … (dims: the spec's, then
       `time`), or `"final"`/`"trajectory"` per path (dims: the spec's, then `path`).
       `brownian`: their Brownian path, as for [`simulate`][].
     - `t0`, `t1`, `save`, `solver`, `rtol`, `atol`, `dt0`, `controller`, `max_steps`,
@@ -130,9 +130,9 @@ def sweep(
       model's `max_events`, 100), as for [`simulate`][]: the room of each trajectory's
       event record; one more event ends that trajectory with `Status.EVENT_LIMIT`.
     - `keep`: `"final"` (default: the state at the last saved time), `"trajectory"` (the
-      saved series; needs `save` = n or times), or a list of observables: `"x.max"`,
-      `"x.min"`, `"x.mean"` (trapezoid time average), `"x.rate"` (`(x_last - x_first) /
-      (t_last - t_first)`), `"x.final"`, or the name of a model method decorated with
+      saved series; needs `save` = n or times), or a list of observables: `"x_max"`,
+      `"x_min"`, `"x_mean"` (trapezoid time average), `"x_rate"` (`(x_last - x_first) /
+      (t_last - t_first)`), `"x_final"`, or the name of a model method decorated with
       [`observable`][].
     - `chunk_size`: trajectories per compiled call, rounded up to a multiple of the number
       of devices. Default: from `memory_budget` (see `docs/sweeps.md`).
