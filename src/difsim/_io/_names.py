@@ -49,8 +49,11 @@ def canonical_keep(keep: Any, is_suffix: Callable[[str], bool], key: str = "keep
 
 def warn_deprecated(message: str) -> None:
     """A `DeprecationWarning` attributed to the first caller outside difsim, so Python's
-    default filters show it (to a script, a notebook, or the `difsim` command)."""
+    default filters show it (to a script, a notebook, or the `difsim` command; under
+    `python -m difsim`, difsim's own `__main__` is that caller)."""
     frame, level = inspect.currentframe(), 1
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        if frame.f_globals.get("__name__") == "__main__":
+            break
         frame, level = frame.f_back, level + 1
     warnings.warn(message, DeprecationWarning, stacklevel=level)
