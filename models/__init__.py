@@ -24,7 +24,7 @@ from difsim.models._ornstein_uhlenbeck import OrnsteinUhlenbeck as OrnsteinUhlen
 from difsim.models._oscillator import HarmonicOscillator as HarmonicOscillator
 from difsim.models._pendulum import DampedDrivenPendulum as DampedDrivenPendulum
 from difsim.models._pharmacokinetics import OralDosing as OralDosing
-from difsim.models._robertson import Robertson as Robertson
+from difsim.models._robertson import Robertson as Robertson, RobertsonDAE as RobertsonDAE
 from difsim.models._stochastic_sir import StochasticSIR as StochasticSIR
 from difsim.models._thermostat import Thermostat as Thermostat
 from difsim.models._van_der_pol import VanDerPol as VanDerPol
@@ -40,6 +40,7 @@ MODELS: dict[str, type] = {
     "sir": SIR,
     "seir": SEIR,
     "robertson": Robertson,
+    "robertson_dae": RobertsonDAE,
     "oregonator": Oregonator,
     "hires": Hires,
     "kepler": Kepler,

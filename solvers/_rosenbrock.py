@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 import diffrax as dfx
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -221,11 +222,24 @@ class Rodas5P(dfx.AbstractAdaptiveSolver):
 
     Use with `diffrax.PIDController` (or a constant step). ODE terms only
     (`terms.vf(t, y, args)` is the right-hand side).
+
+    **Arguments:**
+
+    - `mass`: `None` (an ODE, $y' = f$), or the diagonal of a constant, possibly singular
+      mass matrix $M$, one number per entry of the flattened state (in the order of
+      `jax.flatten_util.ravel_pytree`; static: a tuple of floats, so that solvers
+      compare and hash): the method then solves $M y' = f(t, y)$,
+      with $M - \gamma h J$ in place of $I - \gamma h J$ and the stages' $\sum_j C_{ij}
+      k_j$ multiplied by $M$ (Hairer & Wanner, §VI.4). A zero entry makes that component
+      algebraic, $0 = f_i(t, y)$: a semi-explicit DAE of index 1, which Rodas5P solves
+      to its full order (it is stiffly accurate). The initial values must satisfy the
+      constraints (`difsim.simulate` makes them consistent).
     """
 
     term_structure: ClassVar = AbstractTerm
     interpolation_cls: ClassVar[Callable[..., RosenbrockInterpolation]] = RosenbrockInterpolation
     tableau: ClassVar[RosenbrockTableau] = RODAS5P_TABLEAU
+    mass: tuple[float, ...] | None = eqx.field(default=None, static=True)
 
     def order(self, terms):
         return 5
@@ -250,12 +264,22 @@ class Rodas5P(dfx.AbstractAdaptiveSolver):
 
         (jac, f_t), f0 = jax.jacfwd(fun, argnums=(1, 0), has_aux=True)(t0, flat0)
         n = flat0.shape[0]
-        lu = lu_factor(jnp.eye(n, dtype=dtype) - tab.gamma * h * jac)
+        if self.mass is not None and len(self.mass) != flat0.shape[0]:
+            raise ValueError(
+                f"Rodas5P: mass has {len(self.mass)} entries, the state {flat0.shape[0]}"
+            )
+        mass = None if self.mass is None else jnp.asarray(self.mass, dtype)
+        eye = jnp.eye(n, dtype=dtype) if mass is None else jnp.diag(mass)
+        lu = lu_factor(eye - tab.gamma * h * jac)
         ks: list[Array] = []
         for i in range(tab.stages):
             u = _combine(flat0, tab.a[i], ks)
             fi = f0 if i == 0 else fun(t0 + tab.c[i] * h, u)[0]
-            rhs = h * fi + _combine(h * h * tab.d[i] * f_t, tab.C[i], ks)
+            if mass is None:
+                rhs = h * fi + _combine(h * h * tab.d[i] * f_t, tab.C[i], ks)
+            else:
+                carried = _combine(jnp.zeros_like(flat0), tab.C[i], ks)
+                rhs = h * fi + h * h * tab.d[i] * f_t + mass * carried
             ks.append(lu_solve(lu, tab.gamma * rhs))
         y1 = u + ks[-1]
         dense = [_combine(jnp.zeros_like(flat0), row, ks) for row in tab.H]

@@ -1,4 +1,5 @@
-"""The code of docs/configs.md, gpu.md, models.md, pdes.md, sweeps.md and zoo.md runs, and holds.
+"""The code of docs/configs.md, daes.md, gpu.md, models.md, pdes.md, sweeps.md and zoo.md runs,
+and holds.
 
 The runner and its conventions are in test_docs.py; this file runs in a second process.
 """
@@ -15,6 +16,7 @@ from .test_docs import run_doc as run_doc, workdir as workdir  # noqa: F401 (fix
 
 HERE = [
     "docs/configs.md",
+    "docs/daes.md",
     "docs/gpu.md",
     "docs/models.md",
     "docs/pdes.md",

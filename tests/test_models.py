@@ -140,6 +140,8 @@ REFERENCES = {
     "sir": (_rhs_sir, 20.0),
     "seir": (_rhs_seir, 20.0),
     "robertson": (_rhs_robertson, ROBERTSON_TIMES),
+    # Its ODE form: the constraint y1 + y2 + y3 = 1 holds along Robertson's solution.
+    "robertson_dae": (_rhs_robertson, ROBERTSON_TIMES),
     "kepler": (_rhs_kepler, 4 * np.pi),
 }
 

@@ -131,6 +131,7 @@ MODELS = {
     "Oregonator": "class",
     "OrnsteinUhlenbeck": "class",
     "Robertson": "class",
+    "RobertsonDAE": "class",
     "SEIR": "class",
     "SIR": "class",
     "StochasticSIR": "class",

@@ -28,7 +28,7 @@ class Status(enum.IntEnum):
 
     - `simulate`, `sweep`: `SUCCESS`, `EVENT`, `MAX_STEPS`, `DT_MIN`, `NONFINITE`,
       `NONLINEAR_SOLVER`, `LINEAR_SOLVER`, `MAX_REJECTED`, `INTERNAL`, `EVENT_LIMIT`,
-      `ZENO`, `EVENT_LOST`.
+      `ZENO`, `EVENT_LOST`, `INCONSISTENT_INIT` (a differential-algebraic model).
     - `fit` (`FitResult.status`): `CONVERGED`, `COMPLETED`, `FIT_MAX_STEPS`, `DIVERGED`,
       `OPTIMIZER_FAILED`, `FIT_STALLED`.
     - `steady_state`: `SUCCESS`, `NEWTON_MAX_STEPS`, `NEWTON_DIVERGED`, `LINEAR_SOLVER`,
@@ -161,6 +161,14 @@ class Status(enum.IntEnum):
         "the optimizer's own test passed on its last steps, but the result is not a minimum "
         "(a Gauss–Newton step from it would still lower the loss); try several starts "
         "(multistart=(16, 0)) or multiple shooting (multiple_shooting=4)",
+    )
+    INCONSISTENT_INIT = (
+        20,
+        "inconsistent_init",
+        "the algebraic variables of a differential-algebraic model could not be made "
+        "consistent with its constraints at t0: Newton's method on 0 = g(t0, x, z) did not "
+        "converge from the given values; give initial values of the algebraic variables "
+        "closer to a solution of the constraints, or check that they have one there",
     )
 
     def __new__(cls, value: int, text: str, message: str):

@@ -15,6 +15,7 @@ from difsim._core._adjoint import (
 )
 from difsim._core._backends import AbstractBackend, choose_backend
 from difsim._core._custom_types import RealScalarLike, SaveLike, Times
+from difsim._core._dae import consistent_state, init_status
 from difsim._core._event import AbstractEvent
 from difsim._core._model import Model
 from difsim._core._progress_meter import solve_meter
@@ -178,12 +179,22 @@ def _run_solve(model: Model, plan: SolvePlan, progress, throw, sharding) -> Solu
         adjoint=plan.adjoint,
         meter=solve_meter(model, times, plan.layout) if progress else dfx.NoProgressMeter(),
         layout=plan.layout, final_only=times.final_only, max_steps=settings.max_steps,
-        sharding=sharding,
+        sharding=sharding, init_tol=_init_tolerances(plan),
     )  # fmt: skip
     if not throw:
         return sol
     stiff = is_stiff_solver(settings.solver)
     return raise_if_failed(sol, type(model).__name__, stiff=stiff, sharded=sharding is not None)
+
+
+def _init_tolerances(plan: SolvePlan):
+    """The solve's `(rtol, atol)` as arrays (arguments, not constants, of the compiled
+    solve) for the consistent initialisation of a differential-algebraic model; `None`
+    for any other model."""
+    if not plan.layout.algebraic:
+        return None
+    settings = plan.settings
+    return jnp.asarray(settings.rtol, plan.dtype), jnp.asarray(settings.atol, plan.dtype)
 
 
 def _run_own_steps(plan: SolvePlan, model: Model, throw: bool) -> Solution:
@@ -202,15 +213,22 @@ def _run_own_steps(plan: SolvePlan, model: Model, throw: bool) -> Solution:
 
 @eqx.filter_jit
 def _solve(model, ts, t0, t1, dt0, *, backend: AbstractBackend, terms, solver, controller,
-           adjoint, meter, layout, final_only, max_steps, sharding):  # fmt: skip
+           adjoint, meter, layout, final_only, max_steps, sharding, init_tol):  # fmt: skip
     field_ndim = 0 if sharding is None else len(sharding.spec)
     y0 = constrain(layout.pack(model.initial_state().values), sharding, field_ndim)
+    if init_tol is not None:  # a differential-algebraic model
+        y0, consistent = consistent_state(model, layout, t0, y0, rtol=init_tol[0],
+                                          atol=init_tol[1])  # fmt: skip
     raw = backend.run(
         terms=terms, solver=solver, t0=t0, t1=t1, dt0=dt0, y0=y0, model=model, ts=ts,
         final_only=final_only, controller=controller, adjoint=adjoint, max_steps=max_steps,
         meter=meter, layout=layout,
     )  # fmt: skip
-    ys, status = _blank_unreached(raw.saved_ts, raw.saved_ys, raw.status, layout, final_only)
+    saved_ts, status, stats = raw.saved_ts, raw.status, raw.stats
+    if init_tol is not None:  # nothing was solved from inconsistent initial values
+        saved_ts, status = jnp.where(consistent, saved_ts, jnp.inf), init_status(status, consistent)
+        stats = {k: jnp.where(consistent, v, 0) for k, v in stats.items()}
+    ys, status = _blank_unreached(saved_ts, raw.saved_ys, status, layout, final_only)
     # The final state is the one where the solve stopped (an event's time, or t1).
     out_ts = jnp.broadcast_to(raw.t_final, (1,)) if final_only else ts
     extras = (raw.record, raw.dense)
@@ -221,9 +239,9 @@ def _solve(model, ts, t0, t1, dt0, *, backend: AbstractBackend, terms, solver, c
         ts=out_ts,
         ys=constrain(ys, sharding, field_ndim),
         status=status,
-        num_steps=raw.stats["num_steps"],
-        num_accepted_steps=raw.stats["num_accepted_steps"],
-        num_rejected_steps=raw.stats["num_rejected_steps"],
+        num_steps=stats["num_steps"],
+        num_accepted_steps=stats["num_accepted_steps"],
+        num_rejected_steps=stats["num_rejected_steps"],
         t_end=t_end,
         y_end=y_end,
         events=extras[0],

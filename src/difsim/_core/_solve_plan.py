@@ -18,6 +18,7 @@ from jax.sharding import NamedSharding
 
 from difsim import solvers
 from difsim._core._adjoint import check_backsolve
+from difsim._core._dae import check_index_one, refuse_dae
 from difsim._core._event_plan import EventPlan, plan_events
 from difsim._core._fixed_step import ScanPlan, plan_scan
 from difsim._core._model import Model
@@ -72,7 +73,8 @@ def plan_solve(model, t, *, t0, t1, save, key, brownian, solver, rtol, atol, dt0
         check_own_steps(own[0].name, key=key, event=event, dense=dense, sharding=sharding,
                         progress=progress, model=model)  # fmt: skip
         settings = _solver_settings(model, solver, given)
-        checked_layout(model, state0, settings.imex)
+        layout = checked_layout(model, state0, settings.imex)
+        refuse_dae(layout, type(model).__name__, f"adjoint={adjoint!r}")
         return SolvePlan(times, settings, own=own)
     adjoint_obj = solvers.make_adjoint(adjoint)
     if key is None:
@@ -80,9 +82,14 @@ def plan_solve(model, t, *, t0, t1, save, key, brownian, solver, rtol, atol, dt0
         layout = checked_layout(model, state0, settings.imex)
     else:  # an SDE: its noise picks the solver, and needs the state's layout
         layout = checked_layout(model, state0, False)
+        refuse_dae(layout, type(model).__name__, "noise (a diffusion)")
         settings = sde_settings(model, layout, solver, given, adjoint_obj, brownian, times)
     _check_steps(model, state0, times, layout, settings, adjoint, key)
     events = plan_events(model, event, layout, settings.rtol, settings.atol, max_events, dense)
+    if layout.algebraic:
+        if events is not None and events.events:
+            refuse_dae(layout, type(model).__name__, "an event")
+        check_index_one(model, layout, times.t0, layout.pack(state0.values))
     _check_adjoint_and_sharding(events, adjoint_obj, sharding)
     check_sde_plan(key, settings, events, times, type(model).__name__)
     scan = plan_scan(

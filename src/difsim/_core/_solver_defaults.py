@@ -209,10 +209,11 @@ def model_solver_defaults(cls: type) -> dict[str, Any]:
 
 
 def resolve_solver_settings(
-    cls: type, *, dtype=None, x64: str = X64_HINT, **given: Any
+    cls: type, *, dtype=None, x64: str = X64_HINT, dae: bool = False, **given: Any
 ) -> dict[str, Any]:
     """`{key: value}` for every key in `KEYS`: `given` (non-`None`) wins, then the model's
-    `solver_defaults`, then difsim's defaults (tsit5, or kvaerno5 for `stiff` models).
+    `solver_defaults`, then difsim's defaults (tsit5, or kvaerno5 for `stiff` models,
+    rodas5p for a differential-algebraic model: `dae`).
     `dtype`: the run's floating precision, whose floor the resolved `rtol` must clear (see
     [`check_attainable`][]; `None`: not checked).
 
@@ -232,7 +233,8 @@ def resolve_solver_settings(
             value = GLOBAL_DEFAULTS.get(key)
         out[key] = value
     if out["solver"] is None:
-        out["solver"] = "kvaerno5" if getattr(cls, "stiff", False) else "tsit5"
+        stiff = "kvaerno5" if getattr(cls, "stiff", False) else "tsit5"
+        out["solver"] = "rodas5p" if dae else stiff
     check_attainable(cls, out["rtol"], given.get("rtol") is not None, dtype, x64)
     return out
 

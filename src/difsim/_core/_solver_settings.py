@@ -17,6 +17,7 @@ import optimistix as optx
 
 from difsim import solvers
 from difsim._core._custom_types import RealScalarLike
+from difsim._core._dae import dae_solver
 from difsim._core._model import Model
 from difsim._core._save import check_dt0
 from difsim._core._solver_defaults import (
@@ -110,9 +111,11 @@ def solver_settings(
     atol_given = atol is not None
     given = dict(solver=solver, controller=controller, dt0=dt0, rtol=rtol, atol=atol)
     dtype = precision(model)
+    layout = Layout.of(model.initial_state())
     requested = resolve_solver_settings(
-        type(model), **given, max_steps=max_steps, root_tol=root_tol, dtype=dtype
-    )
+        type(model), **given, max_steps=max_steps, root_tol=root_tol, dtype=dtype,
+        dae=bool(layout.algebraic),
+    )  # fmt: skip
     name, rtol, atol, dt0 = (requested[k] for k in ("solver", "rtol", "atol", "dt0"))
     dt0 = check_dt0(dt0)  # the model's solver_defaults too
     given_atol, atol = atol, _atol_for_state(atol, model)
@@ -124,6 +127,8 @@ def solver_settings(
             # A dense Jacobian of a PDE state is O(size²) memory and O(size³) to factorise:
             # named implicit solvers switch to Newton–Krylov (matrix-free GMRES).
             solver_obj = solvers.newton_krylov(solver_obj)
+    if layout.algebraic:
+        solver_obj = dae_solver(solver_obj, layout, type(model).__name__)
     if solvers.wants_split_terms(solver_obj) and not model.has_split():
         raise ValueError(
             f"solver {type(solver_obj).__name__} is IMEX: {type(model).__name__} must define "

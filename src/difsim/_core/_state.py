@@ -22,6 +22,8 @@ class VarInfo:
       lets difsim name them `<var>_dim<i>`.
     - `angle`: the variable is an angle (units `"rad"` or `"degree"`): plots wrap it into
       one turn around zero; the values themselves are never wrapped.
+    - `algebraic`: the variable is algebraic (a DAE): `rhs` returns, in its entry, a
+      residual the solve keeps at zero instead of a time derivative (docs/daes.md).
 
     **Example:**
 
@@ -37,6 +39,7 @@ class VarInfo:
     description: str | None = None
     dims: tuple[str, ...] | None = None
     angle: bool = False
+    algebraic: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +55,10 @@ class Var:
     ```
 
     Units are UDUNITS strings (`"m"`, `"m/s"`, `"1"` for dimensionless); `angle=True`
-    marks an angle that plots wrap (see [`VarInfo`][]).
+    marks an angle that plots wrap (see [`VarInfo`][]); `algebraic=True` an algebraic
+    variable of a differential-algebraic model, whose `rhs` entry is a constraint
+    `0 = g(t, s)` (its value here is a guess that `simulate` makes consistent; see
+    docs/daes.md).
     """
 
     value: Any
@@ -60,6 +66,7 @@ class Var:
     description: str | None = None
     dims: tuple[str, ...] | None = None
     angle: bool = False
+    algebraic: bool = False
 
 
 class State(eqx.Module):
@@ -92,7 +99,9 @@ class State(eqx.Module):
         values, info = {}, []
         for name, value in variables.items():
             if isinstance(value, Var):
-                meta = VarInfo(value.units, value.description, value.dims, value.angle)
+                meta = VarInfo(
+                    value.units, value.description, value.dims, value.angle, value.algebraic
+                )
                 value = value.value
             else:
                 meta = VarInfo()

@@ -34,6 +34,11 @@ class Layout(eqx.Module):
         return tuple(name for name, _ in self.info)
 
     @property
+    def algebraic(self) -> tuple[str, ...]:
+        """Names of the algebraic variables of a differential-algebraic model (else `()`)."""
+        return tuple(name for name, info in self.info if info.algebraic)
+
+    @property
     def packed(self) -> bool:
         return len(set(self.shapes)) == 1
 

@@ -20,6 +20,7 @@ PLOT_TIME_SCALE = "plot_time_scale"
 PLOT_PHASE_ASPECT = "plot_phase_aspect"
 WRAP_PERIOD = "wrap_period"
 ROLE = "difsim_role"
+ALGEBRAIC_ROLE = "algebraic"  # an algebraic variable of a differential-algebraic model
 
 # One full turn in the units an angle may be declared in (radians unless said otherwise).
 _TURN = {"rad": 2 * math.pi, "radian": 2 * math.pi, "radians": 2 * math.pi, "1": 2 * math.pi,
@@ -28,9 +29,9 @@ _AXIS = {"x": "X", "y": "Y", "z": "Z"}
 
 
 def var_attrs(info: Any) -> dict[str, Any]:
-    """`units`, `long_name` (and for an angle, `wrap_period`: one full turn in its units)
-    of a state variable's `VarInfo`; undeclared units are written `"1"` (dimensionless,
-    model units)."""
+    """`units`, `long_name` (and for an angle, `wrap_period`: one full turn in its units;
+    for an algebraic variable, `difsim_role = "algebraic"`) of a state variable's
+    `VarInfo`; undeclared units are written `"1"` (dimensionless, model units)."""
     units = info.units or "1"
     attrs: dict[str, Any] = {"units": units}
     if info.description:
@@ -41,6 +42,8 @@ def var_attrs(info: Any) -> dict[str, Any]:
                 f"an angle's units must be one of {', '.join(sorted(_TURN))}, got {units!r}"
             )
         attrs[WRAP_PERIOD] = _TURN[units]
+    if getattr(info, "algebraic", False):
+        attrs[ROLE] = ALGEBRAIC_ROLE
     return attrs
 
 

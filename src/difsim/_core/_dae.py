@@ -1,0 +1,154 @@
+r"""Differential-algebraic models: semi-explicit, index 1.
+
+A model whose state declares algebraic variables (`ds.Var(..., algebraic=True)`) is the
+system $x' = f(t, x, z)$, $0 = g(t, x, z)$: `rhs` returns $f$ for each differential
+variable and the residual $g$ for each algebraic one. It is $M y' = F(t, y)$ with the
+singular diagonal mass matrix $M = \operatorname{diag}(1, \ldots, 1, 0, \ldots, 0)$
+(on the flattened state, `Rodas5P.mass`), which [`difsim.solvers.Rodas5P`][] solves. Index 1 means
+$\partial g / \partial z$ is nonsingular: the constraints determine the algebraic
+variables, which [`check_index_one`][] checks before anything is traced.
+
+Before the first step [`consistent_state`][] solves the constraints for the algebraic
+variables (Newton, optimistix), the differential ones held at their given values; the
+solve's gradients pass through that root (implicit differentiation).
+"""
+
+import dataclasses
+from typing import Any
+
+import diffrax as dfx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+from jax.flatten_util import ravel_pytree
+
+from difsim import solvers
+from difsim._core._vector_field import Layout, VectorField
+from difsim._status import Status
+
+# The consistent initialisation's Newton tolerances, as a fraction of the solve's: its
+# error must not count against the first steps'.
+INIT_TOL_FACTOR = 1e-3
+INIT_MAX_STEPS = 64
+
+
+def dae_solver(solver: dfx.AbstractSolver, layout: Layout, model_name: str):
+    """`solver` set up for the mass matrix of `layout`'s algebraic variables (a copy of a
+    [`difsim.solvers.Rodas5P`][] holding the mass diagonal), or a `ValueError` naming the
+    solver and the variables when it cannot solve a differential-algebraic model."""
+    if isinstance(solver, solvers.Rodas5P):
+        algebraic = set(layout.algebraic)
+        mass = tuple(0.0 if name in algebraic else 1.0 for name in _entry_names(layout))
+        return dataclasses.replace(solver, mass=mass)
+    raise ValueError(
+        f"{model_name} is a differential-algebraic model (algebraic variables: "
+        f"{', '.join(layout.algebraic)}): solver {type(solver).__name__} cannot solve it; "
+        "use solver='rodas5p' (the default for such models)"
+    )
+
+
+def refuse_dae(layout: Layout, model_name: str, what: str) -> None:
+    """A `ValueError` naming `what` (a feature of the solve) when `layout` has algebraic
+    variables: what difsim cannot yet do for a differential-algebraic model."""
+    if layout.algebraic:
+        raise ValueError(
+            f"{model_name} is a differential-algebraic model (algebraic variables: "
+            f"{', '.join(layout.algebraic)}): {what} is not supported for such models yet"
+        )
+
+
+def algebraic_indices(layout: Layout) -> np.ndarray:
+    """Indices of the algebraic entries in the flattened (raveled) state of `layout`."""
+    return np.flatnonzero(np.isin(_entry_names(layout), layout.algebraic))
+
+
+def consistent_state(model, layout: Layout, t0, y0, *, rtol, atol):
+    """`(y0, ok)`: the packed state `y0` with its algebraic entries solved from the
+    constraints at `t0` (differential entries unchanged), and whether Newton converged.
+
+    Tolerances: `INIT_TOL_FACTOR` times the solve's `rtol`/`atol`, no tighter than 100
+    units in the last place of the state's dtype. Differentiable (implicit function
+    theorem): the gradient of a solve with respect to a parameter includes how the
+    consistent algebraic values move with it.
+    """
+    flat, unravel = ravel_pytree(y0)
+    index = algebraic_indices(layout)
+    field = VectorField(layout, "rhs")
+    floor = 100 * jnp.finfo(flat.dtype).eps
+
+    def residual(z, args):
+        y = unravel(flat.at[index].set(z))
+        return ravel_pytree(field(t0, y, args))[0][index]
+
+    tol = dict(rtol=jnp.maximum(INIT_TOL_FACTOR * rtol, floor),
+               atol=jnp.maximum(INIT_TOL_FACTOR * jnp.min(jnp.asarray(atol)), floor))  # fmt: skip
+    sol = optx.root_find(
+        residual, optx.Newton(**tol), flat[index], model, throw=False, max_steps=INIT_MAX_STEPS
+    )
+    ok = (sol.result == optx.RESULTS.successful) & jnp.all(jnp.isfinite(sol.value))
+    z = jnp.where(ok, sol.value, flat[index])
+    return unravel(flat.at[index].set(z)), ok
+
+
+def init_status(status, ok):
+    """`status`, or `Status.INCONSISTENT_INIT` where the consistent initialisation failed."""
+    return jnp.where(ok, status, int(Status.INCONSISTENT_INIT))
+
+
+def check_index_one(model, layout: Layout, t0, y0) -> None:
+    r"""Raise a `ValueError` naming the algebraic variables the constraints do not
+    determine at the initial values: $\partial g / \partial z$ is singular there (the
+    model's index is above 1, or the guess sits where a constraint is flat).
+
+    Only with concrete values (an eager call); under a transformation the values are not
+    known until run time, and a failed Newton solve reports `Status.INCONSISTENT_INIT`.
+    """
+    if not all(_concrete(leaf) for leaf in jax.tree.leaves((model, t0, y0))):
+        return
+    flat, unravel = ravel_pytree(y0)
+    index = algebraic_indices(layout)
+    field = VectorField(layout, "rhs")
+
+    def g(z):
+        return ravel_pytree(field(t0, unravel(flat.at[index].set(z)), model))[0][index]
+
+    jac = np.asarray(jax.jacfwd(g)(flat[index]))
+    if not np.all(np.isfinite(jac)):
+        return  # the Newton solve reports it
+    rank = np.linalg.matrix_rank(jac) if jac.size else 0
+    if rank == index.size:
+        return
+    names = _entry_names(layout)[index]
+    # Algebraic entries no constraint depends on, else those in the Jacobian's null space.
+    unused = names[np.all(jac == 0, axis=0)]
+    if unused.size == 0:
+        null = np.linalg.svd(jac)[2][rank:]
+        unused = names[np.any(np.abs(null) > 1e-8, axis=0)]
+    raise ValueError(_index_message(type(model).__name__, unused, rank, index.size))
+
+
+def _index_message(model_name: str, unused: Any, rank: int, size: int) -> str:
+    which = ", ".join(dict.fromkeys(str(n) for n in unused))
+    return (
+        f"{model_name}: the constraints do not determine the algebraic variable(s) {which} "
+        f"at the initial values (the Jacobian of the algebraic entries of rhs with respect "
+        f"to the algebraic variables has rank {rank} of {size}). Either the model's index "
+        "is above 1 (a constraint that does not involve its algebraic variable, such as the "
+        "Cartesian pendulum's length constraint without its multiplier: differentiate the "
+        "constraint until it does, see docs/daes.md), or the initial guess sits where a "
+        "constraint is flat in that variable: give a better initial value"
+    )
+
+
+def _entry_names(layout: Layout) -> np.ndarray:
+    """The variable name of each entry of the flattened state."""
+    # The order `ravel_pytree` flattens the packed state in: variable-major when stacked,
+    # else a dict's (sorted keys).
+    shapes = dict(zip(layout.names, layout.shapes))
+    order = layout.names if layout.packed else sorted(layout.names)
+    return np.concatenate([np.full(int(np.prod(shapes[n])), n, dtype=object) for n in order])
+
+
+def _concrete(leaf) -> bool:
+    return not isinstance(leaf, jax.core.Tracer)

@@ -1,0 +1,155 @@
+"""Differential-algebraic models (`difsim._core._dae`, Rodas5P with a mass matrix).
+
+References: the closed-form solution of a nonlinear index-1 DAE, the IVP test set's
+published ROBER values (data/stiff_test_set.toml), the analytic derivative with respect to
+a parameter, and central finite differences.
+"""
+
+import tomllib
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import xarray as xr
+
+import difsim as ds
+from tests.helpers import central_difference
+
+
+class Riccati(ds.Model):
+    """`x' = -z`, `0 = z - a x²`: `x = 1 / (1 + a t)`, `z = a x²` from `x(0) = 1`."""
+
+    a: float = 1.0
+    state = ds.State(x=1.0, z=ds.Var(0.3, algebraic=True, description="a x^2"))
+
+    def rhs(self, t, s):
+        return dict(x=-s.z, z=s.z - self.a * s.x**2)
+
+
+def exact(a, t):
+    x = 1 / (1 + a * t)
+    return x, a * x**2
+
+
+T = jnp.linspace(0.0, 2.0, 9)
+ROBER = tomllib.loads((Path(__file__).parents[1] / "data" / "stiff_test_set.toml").read_text())[
+    "robertson"
+]
+
+
+def test_fixed_steps_converge_at_order_five_in_both_kinds_of_variable():
+    errors = []
+    for n in (10, 20, 40):
+        sol = ds.simulate(Riccati(), t0=0.0, t1=2.0, save="final", controller="constant",
+                          dt0=2.0 / n)  # fmt: skip
+        x, z = exact(1.0, 2.0)
+        errors.append([abs(float(sol.ys["x"][-1]) - x), abs(float(sol.ys["z"][-1]) - z)])
+    orders = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
+    assert np.all(orders > 4.5), orders  # Rodas5P is of order 5, also for index-1 DAEs
+
+
+@pytest.mark.parametrize("rtol", [1e-6, 1e-9])
+def test_adaptive_error_follows_the_tolerance_at_every_save_time(rtol):
+    sol = ds.simulate(Riccati(a=1.5), T, rtol=rtol, atol=rtol)
+    assert sol.status == ds.Status.SUCCESS and sol.solver == "Rodas5P"
+    x, z = exact(1.5, T)
+    # Between steps, the values are Rodas5P's 4th-order dense output.
+    assert float(jnp.max(jnp.abs(sol.ys["x"] - x))) < 10 * rtol
+    assert float(jnp.max(jnp.abs(sol.ys["z"] - z))) < 10 * rtol
+
+
+def test_the_algebraic_guess_is_made_consistent_and_the_differential_values_kept():
+    sol = ds.simulate(Riccati(a=2.0).replace(**{"state.z": 7.0}), T, rtol=1e-8, atol=1e-8)
+    assert float(sol.ys["x"][0]) == 1.0
+    assert abs(float(sol.ys["z"][0]) - 2.0) < 1e-12  # z(0) = a x(0)², not the guess
+
+
+@pytest.mark.parametrize("rtol", [1e-6, 1e-8])
+def test_robertson_dae_matches_the_published_reference(rtol):
+    atol = rtol * ROBER["atol_ratio"]
+    sol = ds.simulate(ds.models.RobertsonDAE(), t0=0.0, t1=ROBER["t1"], save="final",
+                      rtol=rtol, atol=atol)  # fmt: skip
+    y = np.array([float(sol.ys[k][-1]) for k in ("y1", "y2", "y3")])
+    ref = np.array(ROBER["y"])
+    assert np.all(np.abs(y - ref) <= 10 * rtol * np.abs(ref)), (y - ref) / ref
+    assert abs(y.sum() - 1) < 1e-14  # the constraint holds to rounding
+
+
+def test_gradients_pass_through_the_consistent_initialisation_and_the_solve():
+    def final(a, var, adjoint="checkpoint"):
+        sol = ds.simulate(Riccati(a=a), t0=0.0, t1=2.0, save="final", rtol=1e-10, atol=1e-10,
+                          adjoint=adjoint)  # fmt: skip
+        return sol.ys[var][-1]
+
+    # x(2) = 1 / (1 + 2a): dx/da = -2 / (1 + 2a)².
+    assert abs(float(jax.grad(final)(1.0, "x")) + 2 / 9) < 1e-8
+    forward = jax.jacfwd(lambda a: final(a, "x", "forward"))(1.0)
+    assert abs(float(forward) + 2 / 9) < 1e-8
+    fd = central_difference(lambda a: float(final(a, "z")), 1.0, 1e-5)
+    assert abs(float(jax.grad(final)(1.0, "z")) - fd) < 1e-7
+
+
+def test_a_dae_parameter_is_fitted():
+    t = np.linspace(0.0, 2.0, 9)
+    data = xr.Dataset({"x": ("time", exact(1.7, t)[0])}, coords={"time": t})
+    result = ds.fit(Riccati(a=1.0), data, {"a": ds.Positive()}, rtol=1e-10, atol=1e-10)
+    assert result.status.ok and abs(result.parameters["a"] / 1.7 - 1) < 1e-6
+
+
+def test_a_sweep_equals_single_solves_and_labels_the_algebraic_variable():
+    model = ds.models.RobertsonDAE()
+    spec = ds.GridSweep({"k1": [0.03, 0.05]})
+    out = ds.sweep(model, spec, t0=0.0, t1=40.0, save="final", rtol=1e-8, atol=1e-14)
+    for i, k1 in enumerate([0.03, 0.05]):
+        one = ds.simulate(model.replace(k1=k1), t0=0.0, t1=40.0, save="final", rtol=1e-8,
+                          atol=1e-14)  # fmt: skip
+        # Batched and single solves round differently (vmapped LU), far below the tolerance.
+        np.testing.assert_allclose(float(out["y3"].values[i]), float(one.ys["y3"][-1]), rtol=1e-10)
+    assert out["y3"].attrs["difsim_role"] == "algebraic"
+    assert "difsim_role" not in out["y1"].attrs
+
+
+class HigherIndex(ds.Model):
+    """The constraint does not involve the algebraic variable: index 2."""
+
+    state = ds.State(x=1.0, z=ds.Var(0.0, algebraic=True))
+
+    def rhs(self, t, s):
+        return dict(x=-s.z, z=s.x - 1.0)
+
+
+class NoRoot(ds.Model):
+    """`z² + 1 = 0` has no real solution."""
+
+    state = ds.State(x=1.0, z=ds.Var(1.0, algebraic=True))
+
+    def rhs(self, t, s):
+        return dict(x=-s.z, z=s.z**2 + 1.0)
+
+
+def test_an_index_above_one_is_refused_naming_the_variable():
+    with pytest.raises(ValueError, match=r"do not determine the algebraic variable\(s\) z "):
+        ds.simulate(HigherIndex(), t0=0.0, t1=1.0)
+
+
+def test_unsolvable_constraints_give_a_status_and_no_numbers():
+    sol = ds.simulate(NoRoot(), t0=0.0, t1=1.0, save=3, throw=False)
+    assert ds.Status(int(sol.status)) is ds.Status.INCONSISTENT_INIT
+    assert np.all(np.isnan(sol.ys["x"])) and int(sol.num_steps) == 0
+    with pytest.raises(ds.SolveError, match="INCONSISTENT_INIT"):
+        ds.simulate(NoRoot(), t0=0.0, t1=1.0, save=3)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(solver="tsit5"), "solver Tsit5 cannot solve it; use solver='rodas5p'"),
+        (dict(adjoint="discrete"), "adjoint='discrete' is not supported"),
+        (dict(event=lambda t, s, m: s.x - 0.5), "an event is not supported"),
+    ],
+)
+def test_what_a_dae_cannot_use_yet_is_refused_by_name(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ds.simulate(Riccati(), t0=0.0, t1=1.0, **kwargs)
