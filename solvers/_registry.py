@@ -81,7 +81,7 @@ SOLVERS: dict[str, SolverInfo] = dict(
         _info("kvaerno3", dfx.Kvaerno3, 3, True, True, False, "ESDIRK 3(2), stiff"),
         _info("kvaerno4", dfx.Kvaerno4, 4, True, True, False, "ESDIRK 4(3), stiff"),
         _info("kvaerno5", dfx.Kvaerno5, 5, True, True, False, "ESDIRK 5(4), stiff"),
-        _info("rodas5p", Rodas5P, 5, True, False, False, "Rosenbrock 5(4): stiff, small systems"),
+        _info("rodas5p", Rodas5P, 5, True, False, False, "Rosenbrock 5(4): stiff; index-1 DAEs"),
         _info("kencarp3", dfx.KenCarp3, 3, True, True, True, "IMEX ARK 3(2)"),
         _info("kencarp4", dfx.KenCarp4, 4, True, True, True, "IMEX ARK 4(3)"),
         _info("kencarp5", dfx.KenCarp5, 5, True, True, True, "IMEX ARK 5(4)"),

@@ -270,7 +270,10 @@ class Rodas5P(dfx.AbstractAdaptiveSolver):
             )
         mass = None if self.mass is None else jnp.asarray(self.mass, dtype)
         eye = jnp.eye(n, dtype=dtype) if mass is None else jnp.diag(mass)
-        lu = lu_factor(eye - tab.gamma * h * jac)
+        matrix = eye - tab.gamma * h * jac
+        if mass is not None:  # a zero-length step would factorise the singular M
+            matrix = jnp.where(h == 0, jnp.eye(n, dtype=dtype), matrix)
+        lu = lu_factor(matrix)
         ks: list[Array] = []
         for i in range(tab.stages):
             u = _combine(flat0, tab.a[i], ks)

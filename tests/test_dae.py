@@ -87,6 +87,8 @@ def test_gradients_pass_through_the_consistent_initialisation_and_the_solve():
     assert abs(float(jax.grad(final)(1.0, "x")) + 2 / 9) < 1e-8
     forward = jax.jacfwd(lambda a: final(a, "x", "forward"))(1.0)
     assert abs(float(forward) + 2 / 9) < 1e-8
+    # The discrete adjoint of difsim's own steps (the ensemble engine's, one lane).
+    assert abs(float(jax.grad(final)(1.0, "x", "discrete")) + 2 / 9) < 1e-8
     fd = central_difference(lambda a: float(final(a, "z")), 1.0, 1e-5)
     assert abs(float(jax.grad(final)(1.0, "z")) - fd) < 1e-7
 
@@ -98,17 +100,34 @@ def test_a_dae_parameter_is_fitted():
     assert result.status.ok and abs(result.parameters["a"] / 1.7 - 1) < 1e-6
 
 
-def test_a_sweep_equals_single_solves_and_labels_the_algebraic_variable():
+def test_a_sweep_runs_on_the_ensemble_engine_equal_to_single_solves():
     model = ds.models.RobertsonDAE()
     spec = ds.GridSweep({"k1": [0.03, 0.05]})
     out = ds.sweep(model, spec, t0=0.0, t1=40.0, save="final", rtol=1e-8, atol=1e-14)
+    assert out.attrs["engine"] == "ensemble"
     for i, k1 in enumerate([0.03, 0.05]):
         one = ds.simulate(model.replace(k1=k1), t0=0.0, t1=40.0, save="final", rtol=1e-8,
                           atol=1e-14)  # fmt: skip
-        # Batched and single solves round differently (vmapped LU), far below the tolerance.
-        np.testing.assert_allclose(float(out["y3"].values[i]), float(one.ys["y3"][-1]), rtol=1e-10)
+        for var in ("y1", "y3"):  # two implementations of the same steps: rounding apart
+            got, want = float(out[var].values[i]), float(one.ys[var][-1])
+            np.testing.assert_allclose(got, want, rtol=1e-10)
     assert out["y3"].attrs["difsim_role"] == "algebraic"
     assert "difsim_role" not in out["y1"].attrs
+
+
+@pytest.mark.parametrize("adjoint", ["forward", "checkpoint", "discrete"])
+def test_ensemble_gradients_match_the_closed_form(adjoint):
+    def loss(a):
+        sol = ds.simulate_ensemble(Riccati(), {"a": a}, t0=0.0, t1=2.0, save="final",
+                                   rtol=1e-10, atol=1e-10, adjoint=adjoint)  # fmt: skip
+        return jnp.sum(sol.ys["x"][:, -1] + sol.ys["z"][:, -1])
+
+    # Lanes that finish first idle (h = 0) while the others step: their singular M must
+    # not put a NaN into the reverse pass.
+    a = jnp.array([0.5, 1.0, 2.0])
+    x = 1 / (1 + 2 * a)  # x(2), and z(2) = a x(2)²
+    exact_grad = -2 * x**2 + x**2 - 4 * a * x**3
+    np.testing.assert_allclose(jax.grad(loss)(a), exact_grad, rtol=0, atol=1e-9)
 
 
 class HigherIndex(ds.Model):
@@ -121,17 +140,20 @@ class HigherIndex(ds.Model):
 
 
 class NoRoot(ds.Model):
-    """`z² + 1 = 0` has no real solution."""
+    """`z² = c`: no real solution for the default `c = -1`."""
 
+    c: float = -1.0
     state = ds.State(x=1.0, z=ds.Var(1.0, algebraic=True))
 
     def rhs(self, t, s):
-        return dict(x=-s.z, z=s.z**2 + 1.0)
+        return dict(x=-s.z, z=s.z**2 - self.c)
 
 
 def test_an_index_above_one_is_refused_naming_the_variable():
     with pytest.raises(ValueError, match=r"do not determine the algebraic variable\(s\) z "):
         ds.simulate(HigherIndex(), t0=0.0, t1=1.0)
+    with pytest.raises(ValueError, match=r"do not determine the algebraic variable\(s\) z "):
+        ds.simulate_ensemble(HigherIndex(), {}, t0=0.0, t1=1.0)
 
 
 def test_unsolvable_constraints_give_a_status_and_no_numbers():
@@ -140,13 +162,21 @@ def test_unsolvable_constraints_give_a_status_and_no_numbers():
     assert np.all(np.isnan(sol.ys["x"])) and int(sol.num_steps) == 0
     with pytest.raises(ds.SolveError, match="INCONSISTENT_INIT"):
         ds.simulate(NoRoot(), t0=0.0, t1=1.0, save=3)
+    # In an ensemble, only the lane without a root: z² = c has none for c = -1.
+    lanes = ds.simulate_ensemble(NoRoot(), {"c": jnp.array([4.0, -1.0])}, t0=0.0, t1=0.5,
+                                 save="final")  # fmt: skip
+    assert [ds.Status(int(s)) for s in lanes.status] == [
+        ds.Status.SUCCESS,
+        ds.Status.INCONSISTENT_INIT,
+    ]
+    assert abs(float(lanes.ys["x"][0, -1]) - 0.0) < 1e-9  # x' = -2: x(0.5) = 0
+    assert np.isnan(float(lanes.ys["x"][1, -1])) and int(lanes.num_steps[1]) == 0
 
 
 @pytest.mark.parametrize(
     "kwargs, match",
     [
         (dict(solver="tsit5"), "solver Tsit5 cannot solve it; use solver='rodas5p'"),
-        (dict(adjoint="discrete"), "adjoint='discrete' is not supported"),
         (dict(event=lambda t, s, m: s.x - 0.5), "an event is not supported"),
     ],
 )

@@ -165,10 +165,9 @@ class Status(enum.IntEnum):
     INCONSISTENT_INIT = (
         20,
         "inconsistent_init",
-        "the algebraic variables of a differential-algebraic model could not be made "
-        "consistent with its constraints at t0: Newton's method on 0 = g(t0, x, z) did not "
-        "converge from the given values; give initial values of the algebraic variables "
-        "closer to a solution of the constraints, or check that they have one there",
+        "the algebraic variables could not be made consistent with the constraints at t0 "
+        "(Newton on 0 = g(t0, x, z) did not converge from the given values): give them "
+        "values closer to a solution of the constraints, or check that they have one",
     )
 
     def __new__(cls, value: int, text: str, message: str):

@@ -13,6 +13,11 @@ from difsim._core._custom_types import (
     SaveLike as SaveLike,
     Times as Times,
 )
+from difsim._core._dae import (
+    check_index_one as check_index_one,
+    consistent_state as consistent_state,
+    init_status as init_status,
+)
 from difsim._core._dense import (
     DenseOutput as DenseOutput,
 )

@@ -9,7 +9,7 @@ $\partial g / \partial z$ is nonsingular: the constraints determine the algebrai
 variables, which [`check_index_one`][] checks before anything is traced.
 
 Before the first step [`consistent_state`][] solves the constraints for the algebraic
-variables (Newton, optimistix), the differential ones held at their given values; the
+variables (Newton's method), the differential ones held at their given values; the
 solve's gradients pass through that root (implicit differentiation).
 """
 
@@ -17,10 +17,11 @@ import dataclasses
 from typing import Any
 
 import diffrax as dfx
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
+from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from difsim import solvers
@@ -68,27 +69,53 @@ def consistent_state(model, layout: Layout, t0, y0, *, rtol, atol):
     constraints at `t0` (differential entries unchanged), and whether Newton converged.
 
     Tolerances: `INIT_TOL_FACTOR` times the solve's `rtol`/`atol`, no tighter than 100
-    units in the last place of the state's dtype. Differentiable (implicit function
-    theorem): the gradient of a solve with respect to a parameter includes how the
-    consistent algebraic values move with it.
+    units in the last place of the state's dtype. Differentiable in both modes by the
+    implicit function theorem: the gradient of a solve with respect to a parameter
+    includes how the consistent algebraic values move with it.
     """
     flat, unravel = ravel_pytree(y0)
     index = algebraic_indices(layout)
     field = VectorField(layout, "rhs")
+
+    def residual(z, m, t, base):
+        y = unravel(base.at[index].set(z))
+        return ravel_pytree(field(t, y, m))[0][index]
+
     floor = 100 * jnp.finfo(flat.dtype).eps
-
-    def residual(z, args):
-        y = unravel(flat.at[index].set(z))
-        return ravel_pytree(field(t0, y, args))[0][index]
-
-    tol = dict(rtol=jnp.maximum(INIT_TOL_FACTOR * rtol, floor),
-               atol=jnp.maximum(INIT_TOL_FACTOR * jnp.min(jnp.asarray(atol)), floor))  # fmt: skip
-    sol = optx.root_find(
-        residual, optx.Newton(**tol), flat[index], model, throw=False, max_steps=INIT_MAX_STEPS
-    )
-    ok = (sol.result == optx.RESULTS.successful) & jnp.all(jnp.isfinite(sol.value))
-    z = jnp.where(ok, sol.value, flat[index])
+    tol = (jnp.maximum(INIT_TOL_FACTOR * rtol, floor),
+           jnp.maximum(INIT_TOL_FACTOR * jnp.min(jnp.asarray(atol)), floor))  # fmt: skip
+    # The loop sees constants only: no derivative is ever taken through it.
+    const = _stop_gradient((model, t0, flat))
+    z_root, ok = _newton(lambda z: residual(z, *const), const[2][index], tol)
+    # The root's derivatives: one Newton step from the (constant) root, differentiated,
+    # is the implicit function theorem's -(dg/dz)^-1 dg/dtheta, forward and reverse.
+    jac = jax.jacfwd(residual)(z_root, *const)
+    z = z_root - jnp.linalg.solve(jac, residual(z_root, model, t0, flat))
+    z = jnp.where(ok, z, flat[index])
     return unravel(flat.at[index].set(z)), ok
+
+
+def _newton(g, z0, tol):
+    """`(z, converged)`: Newton's method on `g(z) = 0` from `z0`, dense Jacobians, until a
+    step is below `atol + rtol |z|` (max norm) or `INIT_MAX_STEPS`. Written out rather
+    than `optimistix.root_find`: lineax's solves fail inside `shard_map` + `vmap` (lineax
+    issue #185), which is where a sweep makes its lanes' initial values consistent."""
+    rtol, atol = tol
+
+    def cond(carry):
+        _, k, done, _ = carry
+        return (k < INIT_MAX_STEPS) & ~done
+
+    def body(carry):
+        z, k, _, _ = carry
+        step = jnp.linalg.solve(jax.jacfwd(g)(z), g(z))
+        z_new = z - step
+        small = jnp.all(jnp.abs(step) <= atol + rtol * jnp.abs(z_new))
+        return z_new, k + 1, small | ~jnp.all(jnp.isfinite(z_new)), small
+
+    init = (z0, jnp.asarray(0), jnp.asarray(False), jnp.asarray(False))
+    z, _, _, converged = lax.while_loop(cond, body, init)
+    return z, converged & jnp.all(jnp.isfinite(z))
 
 
 def init_status(status, ok):
@@ -101,10 +128,11 @@ def check_index_one(model, layout: Layout, t0, y0) -> None:
     determine at the initial values: $\partial g / \partial z$ is singular there (the
     model's index is above 1, or the guess sits where a constraint is flat).
 
-    Only with concrete values (an eager call); under a transformation the values are not
-    known until run time, and a failed Newton solve reports `Status.INCONSISTENT_INIT`.
+    Only for a differential-algebraic `layout`, and with concrete values (an eager call);
+    under a transformation the values are not known until run time, and a failed Newton
+    solve reports `Status.INCONSISTENT_INIT`.
     """
-    if not all(_concrete(leaf) for leaf in jax.tree.leaves((model, t0, y0))):
+    if not layout.algebraic or not all(_concrete(x) for x in jax.tree.leaves((model, t0, y0))):
         return
     flat, unravel = ravel_pytree(y0)
     index = algebraic_indices(layout)
@@ -148,6 +176,12 @@ def _entry_names(layout: Layout) -> np.ndarray:
     shapes = dict(zip(layout.names, layout.shapes))
     order = layout.names if layout.packed else sorted(layout.names)
     return np.concatenate([np.full(int(np.prod(shapes[n])), n, dtype=object) for n in order])
+
+
+def _stop_gradient(tree):
+    """`tree` with `lax.stop_gradient` on its array leaves (others, e.g. a network's
+    activation function, pass as they are)."""
+    return jax.tree.map(lambda x: lax.stop_gradient(x) if eqx.is_array(x) else x, tree)
 
 
 def _concrete(leaf) -> bool:

@@ -74,7 +74,8 @@ def plan_solve(model, t, *, t0, t1, save, key, brownian, solver, rtol, atol, dt0
                         progress=progress, model=model)  # fmt: skip
         settings = _solver_settings(model, solver, given)
         layout = checked_layout(model, state0, settings.imex)
-        refuse_dae(layout, type(model).__name__, f"adjoint={adjoint!r}")
+        if layout.algebraic:
+            check_index_one(model, layout, times.t0, layout.pack(state0.values))
         return SolvePlan(times, settings, own=own)
     adjoint_obj = solvers.make_adjoint(adjoint)
     if key is None:

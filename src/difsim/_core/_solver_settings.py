@@ -119,16 +119,8 @@ def solver_settings(
     name, rtol, atol, dt0 = (requested[k] for k in ("solver", "rtol", "atol", "dt0"))
     dt0 = check_dt0(dt0)  # the model's solver_defaults too
     given_atol, atol = atol, _atol_for_state(atol, model)
-    solver_obj = solvers.make_solver(name, root_tol=requested["root_tol"])
+    solver_obj = _make_solver(model, name, requested["root_tol"], layout)
     named = isinstance(name, str)
-    if named and isinstance(solver_obj, dfx.AbstractImplicitSolver):
-        size = sum(int(np.size(v)) for _, v in model.initial_state().items())
-        if size > MATRIX_FREE_SIZE:
-            # A dense Jacobian of a PDE state is O(size²) memory and O(size³) to factorise:
-            # named implicit solvers switch to Newton–Krylov (matrix-free GMRES).
-            solver_obj = solvers.newton_krylov(solver_obj)
-    if layout.algebraic:
-        solver_obj = dae_solver(solver_obj, layout, type(model).__name__)
     if solvers.wants_split_terms(solver_obj) and not model.has_split():
         raise ValueError(
             f"solver {type(solver_obj).__name__} is IMEX: {type(model).__name__} must define "
@@ -170,6 +162,21 @@ def solver_settings(
         solver_requested=name,
         controller_requested=requested["controller"],
     )
+
+
+def _make_solver(model: Model, name, root_tol, layout: Layout) -> dfx.AbstractSolver:
+    """The solver object of `name` for `model`: matrix-free for a large state, holding the
+    mass matrix of a differential-algebraic model."""
+    solver_obj = solvers.make_solver(name, root_tol=root_tol)
+    if isinstance(name, str) and isinstance(solver_obj, dfx.AbstractImplicitSolver):
+        size = sum(int(np.size(v)) for _, v in model.initial_state().items())
+        if size > MATRIX_FREE_SIZE:
+            # A dense Jacobian of a PDE state is O(size²) memory and O(size³) to factorise:
+            # named implicit solvers switch to Newton–Krylov (matrix-free GMRES).
+            solver_obj = solvers.newton_krylov(solver_obj)
+    if layout.algebraic:
+        solver_obj = dae_solver(solver_obj, layout, type(model).__name__)
+    return solver_obj
 
 
 def precision(model: Model):

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
-from difsim._core import Model, State, VarInfo, state_var
+from difsim._core import Layout, Model, State, VarInfo, consistent_state, state_var
 from difsim._ensemble._boundary import any_stepping, computed_once, stored
 
 # `{var: (lanes, *var_shape)}` — a block's state, derivative or stage.
@@ -111,6 +111,24 @@ class BatchField(eqx.Module):
 
         return jax.vmap(one, axis_size=lanes)(points)
 
+    @property
+    def algebraic(self) -> bool:
+        """Whether the model is differential-algebraic (has algebraic variables)."""
+        return any(info.algebraic for _, info in self.info)
+
+    def consistent(self, t0, y0: Lanes, points, rtol: float, atol: float):
+        """`(y0, ok)`: each lane's state with its algebraic variables solved from the
+        constraints at `t0` (as one trajectory's, `difsim._core._dae.consistent_state`),
+        and whether that converged, `(lanes,)`."""
+        layout = Layout(self.info, self.shapes, self.dtype)
+
+        def one(y, point):
+            m = with_point(self.model, point)
+            packed, ok = consistent_state(m, layout, t0, layout.pack(y), rtol=rtol, atol=atol)
+            return layout.unpack(packed), ok
+
+        return jax.vmap(one)(y0, points)
+
 
 class BlockRHS(eqx.Module):
     """The right-hand side of one block with its lanes' points bound: what a method's
@@ -140,6 +158,16 @@ class BlockRHS(eqx.Module):
     def stored(self, tree):
         """`tree`, computed once and stored within a step ([`computed_once`][])."""
         return stored(self.live, tree)
+
+    def mass_diagonal(self) -> np.ndarray | None:
+        """The diagonal of a differential-algebraic model's mass matrix over one lane's
+        flattened state (1: differential entry, 0: algebraic), or `None` for an ODE."""
+        if not self.field.algebraic:
+            return None
+        return np.concatenate([
+            np.full(int(np.prod(shape, dtype=int)), 0.0 if info.algebraic else 1.0)
+            for (_, info), shape in zip(self.field.info, self.field.shapes)
+        ])  # fmt: skip
 
     @property
     def size(self) -> int:

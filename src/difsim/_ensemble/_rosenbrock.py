@@ -142,7 +142,8 @@ class Rodas5P(AbstractEnsembleMethod):
     """Rodas5P (Steinebach 2023), Rosenbrock 5(4), L-stable and stiffly accurate, 4th-order
     dense output: the ensemble twin of [`difsim.solvers.Rodas5P`][]. Per step: one
     Jacobian and LU per lane, 8 evaluations of the right-hand side (7 stages after the
-    carried `f(t, y)`, and `f(t + h, y1)` for the next step)."""
+    carried `f(t, y)`, and `f(t + h, y1)` for the next step). For a differential-algebraic
+    model, the same with its singular mass matrix (`BlockRHS.mass_diagonal`)."""
 
     name: ClassVar[str] = "rodas5p"
     order: ClassVar[int] = 5
@@ -154,17 +155,28 @@ class Rodas5P(AbstractEnsembleMethod):
         y0 = f.ravel(y)
         hh = h[None]
         n = y0.shape[0]
-        eye = jnp.eye(n, dtype=y0.dtype)[..., None]
+        mass = f.mass_diagonal()  # a differential-algebraic model's, else None
+        diag = jnp.ones(n, y0.dtype) if mass is None else jnp.asarray(mass, y0.dtype)
+        eye = jnp.diag(diag)[..., None]
         # The Jacobian, its factorisation and each stage are computed once and stored
         # (`_boundary.py`): Robertson's ensemble took 1.5x the time without.
         jac = f.stored(f.jacobian(t, y))
-        factors = f.stored(factorise(eye - tab.gamma * hh[None] * jac))
+        matrix = eye - tab.gamma * hh[None] * jac
+        if mass is not None:
+            # A lane not stepping (h = 0) would factorise the singular M: its step is
+            # discarded, but reverse mode would carry the NaN of its LU through the select.
+            matrix = jnp.where(hh[None] == 0, jnp.eye(n, dtype=y0.dtype)[..., None], matrix)
+        factors = f.stored(factorise(matrix))
         f_t = f.ravel(f.time_derivative(t, y))
         ks: list[Array] = []
         for i in range(tab.stages):
             u = _combine(y0, tab.a[i], ks)
             fi = f.ravel(f0 if i == 0 else f(t + tab.c[i] * h, f.unravel(u)))
-            rhs = hh * fi + _combine(hh * hh * tab.d[i] * f_t, tab.C[i], ks)
+            if mass is None:
+                rhs = hh * fi + _combine(hh * hh * tab.d[i] * f_t, tab.C[i], ks)
+            else:  # M y' = f: the carried stages enter through M (Hairer & Wanner §VI.4)
+                carried = _combine(jnp.zeros_like(y0), tab.C[i], ks)
+                rhs = hh * fi + hh * hh * tab.d[i] * f_t + diag[:, None] * carried
             ks.append(f.stored(solve(factors, tab.gamma * rhs)))
         y1 = f.unravel(u + ks[-1])
         dense = tuple(f.unravel(_combine(jnp.zeros_like(y0), row, ks)) for row in tab.H)

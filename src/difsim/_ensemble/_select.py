@@ -29,11 +29,6 @@ def unsupported(settings: SolverSettings, model=None) -> str | None:
     or `None` if it can."""
     if model is not None and getattr(type(model), "events", ()):
         return f"{type(model).__name__} has events, which the ensemble engine does not handle"
-    if model is not None and any(i.algebraic for _, i in model.initial_state().info):
-        return (
-            f"{type(model).__name__} is a differential-algebraic model, which the ensemble "
-            "engine does not solve yet"
-        )
     if model is not None and model.is_stochastic():
         return _sde_unsupported(settings)
     solver = type(settings.solver).__name__

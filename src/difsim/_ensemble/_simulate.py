@@ -18,6 +18,7 @@ from difsim._core import (
     Solution,
     SolverSettings,
     Times,
+    check_index_one,
     check_key,
     check_rhs,
     check_saves,
@@ -148,7 +149,9 @@ def simulate_ensemble(
     adjoint = make_adjoint(adjoint)
     # Traced once (no FLOPs): the engine calls `rhs` without simulate's checks, so a Python
     # `if` on the state or a missing derivative is named here, not as a raw JAX error.
-    check_rhs(model, Layout.of(model.initial_state()), "rhs")
+    layout = Layout.of(model.initial_state())
+    check_rhs(model, layout, "rhs")
+    check_index_one(model, layout, times.t0, layout.pack(model.initial_state().values))
     lanes = None if keys is None else keys.shape[0]
     points = check_points(model, points, lanes)
     sol = run_ensemble(model, points, times, settings, block_size, adjoint, keys)

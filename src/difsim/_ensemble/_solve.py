@@ -26,10 +26,10 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero, linear_call
 
 from difsim._compat import ensure_linear_call_batching
-from difsim._core import VarInfo
+from difsim._core import VarInfo, init_status
 from difsim._ensemble._adjoint import AbstractEnsembleAdjoint, AutoAdjoint
 from difsim._ensemble._discrete import DEFAULT_SEGMENT, Spec, discrete_block, discrete_bytes
-from difsim._ensemble._field import BatchField
+from difsim._ensemble._field import BatchField, per_lane
 from difsim._ensemble._loop import Plan, solve_block
 from difsim._ensemble._sde_loop import SDEPlan, solve_sde_block
 
@@ -148,7 +148,8 @@ def _blocks(cfg: Config, dyn, points: dict, times: tuple) -> tuple[dict, dict]:
         # program), it made the Lorenz engine take 1.2x the CPU time it took with the
         # model's values compiled in, though XLA compiled identical step loops for both;
         # now 1.02x (docs/benchmarks.md, "the (a)/(a2) gap closed").
-        mapped = (points, field.initial(points, n))
+        y0, consistent = _initial(cfg, field, points, t0)
+        mapped = (points, y0)
         run = lambda p: solve_block(field, cfg.plan, *p, t0, t1, ts, cfg.dt0)  # noqa: E731
     if isinstance(cfg.plan, Plan) and cfg.plan.discrete:
         spec = Spec(cfg, cfg.plan.discrete)
@@ -160,7 +161,30 @@ def _blocks(cfg: Config, dyn, points: dict, times: tuple) -> tuple[dict, dict]:
         # memory is then one block's checkpoints, not every block's.
         run = jax.checkpoint(run)
     out = jax.lax.map(run, jax.tree.map(blocked, mapped))
-    return jax.tree.map(lambda x: x.reshape(count * size, *x.shape[2:])[:n], out)
+    ys, stats = jax.tree.map(lambda x: x.reshape(count * size, *x.shape[2:])[:n], out)
+    if isinstance(cfg.plan, Plan) and consistent is not None:
+        stats = _inconsistent_lanes(stats, consistent)
+    return ys, stats
+
+
+def _initial(cfg: Config, field: BatchField, points, t0):
+    """`(y0, consistent)`: every lane's initial state, and for a differential-algebraic
+    model whether its algebraic values were made consistent (`None` for an ODE). A lane
+    whose were not starts from NaN: it stops at once, and `_inconsistent_lanes` says why."""
+    y0 = field.initial(points, cfg.lanes)
+    if not field.algebraic:
+        return y0, None
+    ctrl = cfg.plan.controller
+    y0, ok = field.consistent(t0, y0, points, ctrl.rtol, ctrl.atol)
+    return jax.tree.map(lambda v: jnp.where(per_lane(ok, v), v, jnp.nan), y0), ok
+
+
+def _inconsistent_lanes(stats: dict, consistent) -> dict:
+    """`stats` with `Status.INCONSISTENT_INIT` and no steps for the lanes whose algebraic
+    values could not be made consistent."""
+    out = {k: jnp.where(consistent, v, 0) for k, v in stats.items()}
+    out["status"] = init_status(stats["status"], consistent)
+    return out
 
 
 # Above this many bytes of checkpoints for all blocks together, the reverse-mode path keeps
