@@ -7,6 +7,7 @@ See `docs/zoo.md` for the equations, parameters and sources.
 from difsim.models._advection import LinearAdvection as LinearAdvection
 from difsim.models._bouncing_ball import BouncingBall as BouncingBall
 from difsim.models._burgers import Burgers as Burgers
+from difsim.models._cartesian_pendulum import CartesianPendulum as CartesianPendulum
 from difsim.models._decay import ExponentialDecay as ExponentialDecay
 from difsim.models._double_well import DoubleWellLangevin as DoubleWellLangevin
 from difsim.models._epidemic import SEIR as SEIR, SIR as SIR
@@ -41,6 +42,7 @@ MODELS: dict[str, type] = {
     "seir": SEIR,
     "robertson": Robertson,
     "robertson_dae": RobertsonDAE,
+    "cartesian_pendulum": CartesianPendulum,
     "oregonator": Oregonator,
     "hires": Hires,
     "kepler": Kepler,

@@ -30,6 +30,18 @@ def test_every_python_block_runs(run_doc, name):
     assert "ds" in run_doc(name)  # every runnable doc imports difsim as ds
 
 
+# --- docs/daes.md --------------------------------------------------------------------------
+
+
+def test_daes_doc_numbers(run_doc):
+    doc = run_doc("docs/daes.md")
+    # The consistent initial value of the algebraic variable: z(0) = a x(0)² = 1.5.
+    assert abs(float(doc["sol"].ys["z"][0]) - 1.5) < 1e-12
+    # The stabilised pendulum (the loop's last, alpha = 10) holds its length to the step
+    # errors, as the page's printed figures say.
+    assert np.max(doc["drift"]) < 1e-8 and doc["alpha"] == 10.0
+
+
 # --- docs/configs.md -----------------------------------------------------------------------
 
 

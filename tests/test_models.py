@@ -91,6 +91,15 @@ def _rhs_robertson(t, y, p):
     ]
 
 
+def _rhs_cartesian_pendulum(t, y, p):
+    # The last entry: the residual of the Baumgarte-stabilised, twice differentiated
+    # length constraint (the DAE's algebraic equation for the tension lam).
+    x, y_, u, v, lam = y
+    a, c = p["alpha"], (x**2 + y_**2 - p["L"] ** 2) / 2
+    accel = u**2 + v**2 - lam * (x**2 + y_**2) - p["g"] * y_
+    return [u, v, -lam * x, -lam * y_ - p["g"], accel + 2 * a * (x * u + y_ * v) + a**2 * c]
+
+
 def _rhs_oregonator(t, y, p):
     y1, y2, y3 = y
     return [
@@ -149,7 +158,12 @@ REFERENCES = {
 # Checked elsewhere against published reference values (the test set's solutions at its end
 # times), over a range of tolerances: tests/test_stiff_work_precision.py. The right-hand
 # sides are still written out here, and compared with the models' at random states.
-INDEPENDENT_RHS = {"oregonator": _rhs_oregonator, "hires": _rhs_hires}
+INDEPENDENT_RHS = {
+    "oregonator": _rhs_oregonator,
+    "hires": _rhs_hires,
+    # A DAE: solved against the angle form's reference in tests/test_dae.py.
+    "cartesian_pendulum": _rhs_cartesian_pendulum,
+}
 
 
 def _params(model):

@@ -112,6 +112,7 @@ SPECTRAL = {
 MODELS = {
     "BouncingBall": "class",
     "Burgers": "class",
+    "CartesianPendulum": "class",
     "DampedDrivenPendulum": "class",
     "DoubleWellLangevin": "class",
     "ExponentialDecay": "class",
