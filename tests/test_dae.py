@@ -66,7 +66,7 @@ def test_the_algebraic_guess_is_made_consistent_and_the_differential_values_kept
     assert abs(float(sol.ys["z"][0]) - 2.0) < 1e-12  # z(0) = a x(0)², not the guess
 
 
-@pytest.mark.parametrize("rtol", [1e-6, 1e-8])
+@pytest.mark.parametrize("rtol", [1e-4, 1e-7, 1e-10])
 def test_robertson_dae_matches_the_published_reference(rtol):
     atol = rtol * ROBER["atol_ratio"]
     sol = ds.simulate(ds.models.RobertsonDAE(), t0=0.0, t1=ROBER["t1"], save="final",

@@ -143,7 +143,13 @@ class Rodas5P(AbstractEnsembleMethod):
     dense output: the ensemble twin of [`difsim.solvers.Rodas5P`][]. Per step: one
     Jacobian and LU per lane, 8 evaluations of the right-hand side (7 stages after the
     carried `f(t, y)`, and `f(t + h, y1)` for the next step). For a differential-algebraic
-    model, the same with its singular mass matrix (`BlockRHS.mass_diagonal`)."""
+    model, the same with its singular mass matrix (`BlockRHS.mass_diagonal`).
+
+    Unlike the single-trajectory method, the stage solves are not refined
+    (`difsim.solvers._rosenbrock.refined_solve`): the refinement cost 1.6x the CPU time of
+    a 1,000-lane Robertson ensemble at rtol 1e-6 (same steps), and matters only where the
+    stage matrices are badly conditioned at tight tolerances (Robertson to t = 1e11 at
+    rtol 1e-10: 1.2e-8 relative error unrefined, 6.5e-10 refined)."""
 
     name: ClassVar[str] = "rodas5p"
     order: ClassVar[int] = 5
