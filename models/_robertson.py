@@ -41,9 +41,7 @@ class Robertson(Model):
     plot_time_scale: ClassVar[str] = "log"
 
     def rhs(self, t, s):
-        a_to_b = self.k1 * s.y1
-        b_c = self.k3 * s.y2 * s.y3
-        b_b = self.k2 * s.y2**2
+        a_to_b, b_c, b_b = _rates(self, s)
         return dict(y1=-a_to_b + b_c, y2=a_to_b - b_c - b_b, y3=b_b)
 
 
@@ -81,7 +79,10 @@ class RobertsonDAE(Model):
     plot_time_scale: ClassVar[str] = "log"
 
     def rhs(self, t, s):
-        a_to_b = self.k1 * s.y1
-        b_c = self.k3 * s.y2 * s.y3
-        b_b = self.k2 * s.y2**2
+        a_to_b, b_c, b_b = _rates(self, s)
         return dict(y1=-a_to_b + b_c, y2=a_to_b - b_c - b_b, y3=s.y1 + s.y2 + s.y3 - 1)
+
+
+def _rates(model, s):
+    """The three reaction rates A -> B, B + C -> A + C and 2B -> B + C."""
+    return model.k1 * s.y1, model.k3 * s.y2 * s.y3, model.k2 * s.y2**2
