@@ -9,6 +9,7 @@ from difsim.models._bouncing_ball import BouncingBall as BouncingBall
 from difsim.models._burgers import Burgers as Burgers
 from difsim.models._cartesian_pendulum import CartesianPendulum as CartesianPendulum
 from difsim.models._decay import ExponentialDecay as ExponentialDecay
+from difsim.models._diode_circuit import DiodeCircuit as DiodeCircuit
 from difsim.models._double_well import DoubleWellLangevin as DoubleWellLangevin
 from difsim.models._epidemic import SEIR as SEIR, SIR as SIR
 from difsim.models._fitzhugh_nagumo import FitzHughNagumo as FitzHughNagumo
@@ -43,6 +44,7 @@ MODELS: dict[str, type] = {
     "robertson": Robertson,
     "robertson_dae": RobertsonDAE,
     "cartesian_pendulum": CartesianPendulum,
+    "diode_circuit": DiodeCircuit,
     "oregonator": Oregonator,
     "hires": Hires,
     "kepler": Kepler,

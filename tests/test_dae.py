@@ -148,6 +148,24 @@ def test_a_stabilised_index_three_pendulum_keeps_its_length():
     assert np.max(drift[10.0]) < 1e-8 and np.max(drift[10.0]) < drift[0.0][-1] / 100
 
 
+def test_the_diode_circuit_matches_its_ode_form():
+    # Reference: the node equation with Shockley's current substituted (Radau at 1e-11).
+    m, t = ds.models.DiodeCircuit(), np.linspace(0.0, 0.04, 41)
+
+    def node(t, y):
+        source = 5.0 * np.sin(2 * np.pi * 50.0 * t)
+        return [((source - y[0]) / 1e3 - 1e-12 * np.expm1(y[0] / 0.02585)) / 1e-6]
+
+    ref = scipy_reference(node, (0, 0.04), [0.0], t, method="Radau", rtol=1e-11)[:, 0]
+    sol = ds.simulate(m, t, rtol=1e-7, atol=1e-10)
+    assert float(np.max(np.abs(sol.ys["v"] - ref))) < 10 * 1e-7 * 5.0  # 10 rtol of V0
+    # Between steps the saved values are the dense output of each variable: the constraint
+    # holds there to the interpolation's error, not to rounding.
+    np.testing.assert_allclose(sol.ys["i"], 1e-12 * np.expm1(sol.ys["v"] / 0.02585),
+                               rtol=1e-6, atol=1e-10)  # fmt: skip
+    assert 0.55 < float(np.max(sol.ys["v"])) < 0.6  # clipped near the diode's knee
+
+
 class HigherIndex(ds.Model):
     """The constraint does not involve the algebraic variable: index 2."""
 

@@ -100,6 +100,12 @@ def _rhs_cartesian_pendulum(t, y, p):
     return [u, v, -lam * x, -lam * y_ - p["g"], accel + 2 * a * (x * u + y_ * v) + a**2 * c]
 
 
+def _rhs_diode_circuit(t, y, p):
+    v, i = y
+    source = p["V0"] * np.sin(2 * np.pi * p["f"] * t)
+    return [((source - v) / p["R"] - i) / p["C"], i - p["I_s"] * np.expm1(v / p["V_T"])]
+
+
 def _rhs_oregonator(t, y, p):
     y1, y2, y3 = y
     return [
@@ -163,6 +169,7 @@ INDEPENDENT_RHS = {
     "hires": _rhs_hires,
     # A DAE: solved against the angle form's reference in tests/test_dae.py.
     "cartesian_pendulum": _rhs_cartesian_pendulum,
+    "diode_circuit": _rhs_diode_circuit,
 }
 
 

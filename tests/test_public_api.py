@@ -113,6 +113,7 @@ MODELS = {
     "BouncingBall": "class",
     "Burgers": "class",
     "CartesianPendulum": "class",
+    "DiodeCircuit": "class",
     "DampedDrivenPendulum": "class",
     "DoubleWellLangevin": "class",
     "ExponentialDecay": "class",
