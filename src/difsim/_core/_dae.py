@@ -75,12 +75,7 @@ def consistent_state(model, layout: Layout, t0, y0, *, rtol, atol):
     """
     flat, unravel = ravel_pytree(y0)
     index = algebraic_indices(layout)
-    field = VectorField(layout, "rhs")
-
-    def residual(z, m, t, base):
-        y = unravel(base.at[index].set(z))
-        return ravel_pytree(field(t, y, m))[0][index]
-
+    residual = _constraints(layout, unravel, index)
     floor = 100 * jnp.finfo(flat.dtype).eps
     tol = (jnp.maximum(INIT_TOL_FACTOR * rtol, floor),
            jnp.maximum(INIT_TOL_FACTOR * jnp.min(jnp.asarray(atol)), floor))  # fmt: skip
@@ -93,6 +88,17 @@ def consistent_state(model, layout: Layout, t0, y0, *, rtol, atol):
     z = z_root - jnp.linalg.solve(jac, residual(z_root, model, t0, flat))
     z = jnp.where(ok, z, flat[index])
     return unravel(flat.at[index].set(z)), ok
+
+
+def _constraints(layout: Layout, unravel, index: np.ndarray):
+    """`residual(z, model, t, base)`: the constraints `g` at time `t`, for the flattened
+    state `base` with its algebraic entries (`index`) replaced by `z`."""
+    field = VectorField(layout, "rhs")
+
+    def residual(z, model, t, base):
+        return ravel_pytree(field(t, unravel(base.at[index].set(z)), model))[0][index]
+
+    return residual
 
 
 def _newton(g, z0, tol):
@@ -136,12 +142,8 @@ def check_index_one(model, layout: Layout, t0, y0) -> None:
         return
     flat, unravel = ravel_pytree(y0)
     index = algebraic_indices(layout)
-    field = VectorField(layout, "rhs")
-
-    def g(z):
-        return ravel_pytree(field(t0, unravel(flat.at[index].set(z)), model))[0][index]
-
-    jac = np.asarray(jax.jacfwd(g)(flat[index]))
+    residual = _constraints(layout, unravel, index)
+    jac = np.asarray(jax.jacfwd(residual)(flat[index], model, t0, flat))
     if not np.all(np.isfinite(jac)):
         return  # the Newton solve reports it
     rank = np.linalg.matrix_rank(jac) if jac.size else 0

@@ -74,7 +74,7 @@ def plan_solve(model, t, *, t0, t1, save, key, brownian, solver, rtol, atol, dt0
                         progress=progress, model=model)  # fmt: skip
         settings = _solver_settings(model, solver, given)
         layout = checked_layout(model, state0, settings.imex)
-        if layout.algebraic:
+        if layout.algebraic:  # packing the state is work an ODE's solve need not do here
             check_index_one(model, layout, times.t0, layout.pack(state0.values))
         return SolvePlan(times, settings, own=own)
     adjoint_obj = solvers.make_adjoint(adjoint)
