@@ -223,7 +223,8 @@ def _model_part(model: Model, spec: AbstractSweep, options: SweepOptions) -> _Mo
     # Traced once (no FLOPs): the ensemble engine calls `rhs` without simulate's checks, so
     # a Python `if` on the state or a missing derivative is named here.
     check_rhs(model, Layout.of(state), "rhs")
-    check_index_one(model, Layout.of(state), save.t0, Layout.of(state).pack(state.values))
+    if (layout := Layout.of(state)).algebraic:  # a DAE: its constraints determine z
+        check_index_one(model, layout, save.t0, layout.pack(state.values))
     if solver.settings.imex:  # a linear-implicit solver's stiff part must be affine
         check_stiff_term(
             model, Layout.of(state), solver.settings.solver, save.t0, solver.settings.dt0
