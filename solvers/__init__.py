@@ -8,7 +8,8 @@ without import cycles. Every name a config may use is listed in [`SOLVERS`][],
 `simulate_ensemble` and `fit`. The PDE steppers
 ([`ETDRK4`][], [`CrankNicolson`][], [`BackwardEuler`][]) are diffrax solvers for a
 `MultiTerm(non-stiff, linear stiff)`; [`newton_krylov`][] makes an implicit solver
-matrix-free; [`Rodas5P`][] is a Rosenbrock method for small stiff systems; [`StageNewton`][]
+matrix-free; [`Rodas5P`][] (Rosenbrock) and [`Radau5`][] (Radau IIA) are for small stiff systems and
+index-1 DAEs; [`StageNewton`][]
 solves the stages of the named implicit solvers (its `kappa` is their `root_tol`). Stochastic
 models take the SDE solvers of [`SDE_SOLVERS`][] (Euler–Maruyama, Milstein, Heun, ShARK, …).
 """
@@ -21,6 +22,7 @@ from difsim.solvers._linear_implicit import (
     ScaledKrylov as ScaledKrylov,
 )
 from difsim.solvers._newton_krylov import newton_krylov as newton_krylov
+from difsim.solvers._radau import Radau5 as Radau5
 from difsim.solvers._registry import (
     ADJOINT_DESCRIPTIONS as ADJOINT_DESCRIPTIONS,
     ADJOINTS as ADJOINTS,

@@ -18,6 +18,7 @@ import diffrax as dfx
 from difsim.solvers._backsolve import CheckedBacksolveAdjoint, checked_adjoint
 from difsim.solvers._etdrk4 import ETDRK4
 from difsim.solvers._linear_implicit import BackwardEuler, CrankNicolson
+from difsim.solvers._radau import Radau5
 from difsim.solvers._rosenbrock import Rodas5P
 from difsim.solvers._stage_newton import StageNewton
 from difsim.solvers._vocabulary import check_adjoint_name
@@ -82,6 +83,7 @@ SOLVERS: dict[str, SolverInfo] = dict(
         _info("kvaerno4", dfx.Kvaerno4, 4, True, True, False, "ESDIRK 4(3), stiff"),
         _info("kvaerno5", dfx.Kvaerno5, 5, True, True, False, "ESDIRK 5(4), stiff"),
         _info("rodas5p", Rodas5P, 5, True, False, False, "Rosenbrock 5(4): stiff; index-1 DAEs"),
+        _info("radau5", Radau5, 5, True, True, False, "Radau IIA 5(3): stiff; index-1 DAEs"),
         _info("kencarp3", dfx.KenCarp3, 3, True, True, True, "IMEX ARK 3(2)"),
         _info("kencarp4", dfx.KenCarp4, 4, True, True, True, "IMEX ARK 4(3)"),
         _info("kencarp5", dfx.KenCarp5, 5, True, True, True, "IMEX ARK 5(4)"),

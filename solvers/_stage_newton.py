@@ -169,24 +169,33 @@ class StageNewton(optx.AbstractRootFinder):
 
     def _verdict(self, state: _StageState) -> tuple[Bool[Array, ""], Bool[Array, ""]]:
         """(converged, failed) after `state.step` corrections."""
-        size, k = state.size, state.step
-        eps = jnp.finfo(size.dtype).eps
-        noise = NOISE_ULPS * eps / self.rtol
-        tol = jnp.maximum(self.kappa, noise)
-        first = k == 1
-        theta = size / state.size_prev
-        # One correction gives no rate: take eta = 1 (a contraction by half, the slowest
-        # worth continuing), so the first correction must itself be within tolerance.
-        eta = jnp.where(first, 1.0, theta / (1 - theta))
-        finite = jnp.isfinite(size)
-        contracting = first | (theta < 1)
-        converged = finite & ((size <= noise) | (contracting & (eta * size <= tol)))
-        # Hairer & Wanner (8.13): at this rate the remaining iterations cannot get there.
-        left = self.max_iterations - k
-        hopeless = ~first & (theta < 1) & (theta**left / (1 - theta) * size > tol)
-        failed = ~finite | (~first & (theta >= 1)) | hopeless
-        return converged, failed
+        return chord_verdict(
+            state.size, state.size_prev, state.step,
+            rtol=self.rtol, kappa=self.kappa, max_iterations=self.max_iterations,
+        )  # fmt: skip
 
     def postprocess(self, fn, y, aux, args, options, state, tags, result):
         del fn, args, options, state, tags, result
         return y, aux, {}
+
+
+def chord_verdict(size, size_prev, k, *, rtol, kappa, max_iterations):
+    """`(converged, failed)` of a chord iteration after `k` corrections, the last of
+    weighted size `size` and the one before `size_prev` (Hairer & Wanner's test: see the
+    module docstring). Shared by `StageNewton` and `Radau5`'s stage iteration."""
+    eps = jnp.finfo(size.dtype).eps
+    noise = NOISE_ULPS * eps / rtol
+    tol = jnp.maximum(kappa, noise)
+    first = k == 1
+    theta = size / size_prev
+    # One correction gives no rate: take eta = 1 (a contraction by half, the slowest
+    # worth continuing), so the first correction must itself be within tolerance.
+    eta = jnp.where(first, 1.0, theta / (1 - theta))
+    finite = jnp.isfinite(size)
+    contracting = first | (theta < 1)
+    converged = finite & ((size <= noise) | (contracting & (eta * size <= tol)))
+    # Hairer & Wanner (8.13): at this rate the remaining iterations cannot get there.
+    left = max_iterations - k
+    hopeless = ~first & (theta < 1) & (theta**left / (1 - theta) * size > tol)
+    failed = ~finite | (~first & (theta >= 1)) | hopeless
+    return converged, failed

@@ -1,4 +1,5 @@
-"""Differential-algebraic models (`difsim._core._dae`, Rodas5P with a mass matrix).
+"""Differential-algebraic models (`difsim._core._dae`, Rodas5P and Radau5 with a mass
+matrix).
 
 References: the closed-form solution of a nonlinear index-1 DAE, the IVP test set's
 published ROBER values (data/stiff_test_set.toml), the analytic derivative with respect to
@@ -66,11 +67,14 @@ def test_the_algebraic_guess_is_made_consistent_and_the_differential_values_kept
     assert abs(float(sol.ys["z"][0]) - 2.0) < 1e-12  # z(0) = a x(0)², not the guess
 
 
-@pytest.mark.parametrize("rtol", [1e-4, 1e-7, 1e-10])
-def test_robertson_dae_matches_the_published_reference(rtol):
+@pytest.mark.parametrize(
+    ("solver", "rtol"),
+    [("rodas5p", 1e-4), ("rodas5p", 1e-7), ("rodas5p", 1e-10), ("radau5", 1e-4), ("radau5", 1e-7)],
+)
+def test_robertson_dae_matches_the_published_reference(solver, rtol):
     atol = rtol * ROBER["atol_ratio"]
     sol = ds.simulate(ds.models.RobertsonDAE(), t0=0.0, t1=ROBER["t1"], save="final",
-                      rtol=rtol, atol=atol)  # fmt: skip
+                      rtol=rtol, atol=atol, solver=solver)  # fmt: skip
     y = np.array([float(sol.ys[k][-1]) for k in ("y1", "y2", "y3")])
     ref = np.array(ROBER["y"])
     assert np.all(np.abs(y - ref) <= 10 * rtol * np.abs(ref)), (y - ref) / ref
@@ -96,6 +100,20 @@ def test_gradients_pass_through_the_consistent_initialisation_and_the_solve():
     np.testing.assert_allclose(fd, exact_grad, rtol=0, atol=1e-7)  # the reference itself
 
 
+def test_radau5_gradients_match_the_closed_form_in_both_modes():
+    def final(a, adjoint):
+        sol = ds.simulate(Riccati(a=a), t0=0.0, t1=2.0, save="final", rtol=1e-10, atol=1e-10,
+                          adjoint=adjoint, solver="radau5")  # fmt: skip
+        return jnp.stack([sol.ys["x"][-1], sol.ys["z"][-1]])
+
+    exact_grad = np.array([-2 / 9, 1 / 9 - 4 / 27])  # as above
+    forward = jax.jacfwd(lambda a: final(a, "forward"))(1.0)
+    np.testing.assert_allclose(forward, exact_grad, rtol=0, atol=1e-8)
+    # Reverse mode through the stage solves' implicit derivative (`lax.custom_root`).
+    slope = jax.grad(lambda a: jnp.sum(final(a, "checkpoint")))(1.0)
+    assert abs(float(slope) - exact_grad.sum()) < 1e-8
+
+
 def test_a_dae_parameter_is_fitted():
     t = np.linspace(0.0, 2.0, 9)
     data = xr.Dataset({"x": ("time", exact(1.7, t)[0])}, coords={"time": t})
@@ -116,6 +134,20 @@ def test_a_sweep_runs_on_the_ensemble_engine_equal_to_single_solves():
             np.testing.assert_allclose(got, want, rtol=1e-10)
     assert out["y3"].attrs["difsim_role"] == "algebraic"
     assert "difsim_role" not in out["y1"].attrs
+
+
+def test_a_radau5_sweep_falls_back_to_diffrax_equal_to_single_solves():
+    model = ds.models.RobertsonDAE()
+    kw = dict(t0=0.0, t1=40.0, save="final", rtol=1e-8, atol=1e-14, solver="radau5")
+    out = ds.sweep(model, ds.GridSweep({"k1": [0.03, 0.05]}), **kw)
+    assert out.attrs["engine"] == "diffrax" and "Radau5 has no ensemble kernel" in str(
+        out.attrs["engine_fallback"]
+    )
+    for i, k1 in enumerate([0.03, 0.05]):
+        one = ds.simulate(model.replace(k1=k1), **kw)
+        for var in ("y1", "y3"):  # the same steps, vmapped or not: rounding apart
+            np.testing.assert_allclose(float(out[var].values[i]), float(one.ys[var][-1]),
+                                       rtol=1e-12)  # fmt: skip
 
 
 @pytest.mark.parametrize("adjoint", ["forward", "checkpoint", "discrete"])

@@ -154,6 +154,7 @@ SOLVERS = {
     "DEFAULT_ROOT_TOL": "float",
     "ENTRY_POINTS": "tuple",
     "ETDRK4": "class",
+    "Radau5": "class",
     "Rodas5P": "class",
     "SDESolverInfo": "class",
     "SDE_SOLVERS": "dict",
