@@ -245,8 +245,8 @@ def max_steps_message(implicit: bool | None, mostly_rejected: bool) -> str:
         return (
             f"{_MAX_STEPS_BASE}. Most steps were rejected: by the error test, or by the "
             "implicit solver's nonlinear solves; loosen rtol/atol, or (Kvaerno, KenCarp, "
-            "implicit Euler) only their nonlinear solves' tolerance (root_tol=0.1; config "
-            "[solver] root_tol)"
+            "Radau, implicit Euler) only their nonlinear solves' tolerance (root_tol=0.1; "
+            "config [solver] root_tol)"
         )
     return _MAX_STEPS_BASE
 
