@@ -5,6 +5,7 @@ See `docs/zoo.md` for the equations, parameters and sources.
 """
 
 from difsim.models._advection import LinearAdvection as LinearAdvection
+from difsim.models._akzo_nobel import AkzoNobel as AkzoNobel
 from difsim.models._bouncing_ball import BouncingBall as BouncingBall
 from difsim.models._burgers import Burgers as Burgers
 from difsim.models._cartesian_pendulum import CartesianPendulum as CartesianPendulum
@@ -45,6 +46,7 @@ MODELS: dict[str, type] = {
     "robertson_dae": RobertsonDAE,
     "cartesian_pendulum": CartesianPendulum,
     "diode_circuit": DiodeCircuit,
+    "akzo_nobel": AkzoNobel,
     "oregonator": Oregonator,
     "hires": Hires,
     "kepler": Kepler,

@@ -2,8 +2,8 @@
 matrix).
 
 References: the closed-form solution of a nonlinear index-1 DAE, the IVP test set's
-published ROBER values (data/stiff_test_set.toml), the analytic derivative with respect to
-a parameter, and central finite differences.
+published ROBER and CHEMAKZO values (data/stiff_test_set.toml), the analytic derivative
+with respect to a parameter, and central finite differences.
 """
 
 import tomllib
@@ -35,9 +35,8 @@ def exact(a, t):
 
 
 T = jnp.linspace(0.0, 2.0, 9)
-ROBER = tomllib.loads((Path(__file__).parents[1] / "data" / "stiff_test_set.toml").read_text())[
-    "robertson"
-]
+TEST_SET = tomllib.loads((Path(__file__).parents[1] / "data" / "stiff_test_set.toml").read_text())
+ROBER, AKZO = TEST_SET["robertson"], TEST_SET["chemakzo"]
 
 
 def test_fixed_steps_converge_at_order_five_in_both_kinds_of_variable():
@@ -79,6 +78,18 @@ def test_robertson_dae_matches_the_published_reference(solver, rtol):
     ref = np.array(ROBER["y"])
     assert np.all(np.abs(y - ref) <= 10 * rtol * np.abs(ref)), (y - ref) / ref
     assert abs(y.sum() - 1) < 1e-14  # the constraint holds to rounding
+
+
+@pytest.mark.parametrize("solver", ["rodas5p", "radau5"])
+def test_the_akzo_nobel_fast_equilibrium_matches_the_published_reference(solver):
+    ref = np.array(AKZO["y"])
+    for rtol in (1e-4, 1e-8):  # tolerances are traced: one compile
+        sol = ds.simulate(ds.models.AkzoNobel(), t0=0.0, t1=AKZO["t1"], save="final",
+                          rtol=rtol, atol=rtol * AKZO["atol_ratio"], solver=solver)  # fmt: skip
+        y = np.array([float(sol.ys[f"y{i}"][-1]) for i in range(1, 7)])
+        assert np.all(np.abs(y - ref) <= 10 * rtol * np.abs(ref)), (solver, rtol, y / ref - 1)
+        # The fast equilibrium holds at the end, to the solve's tolerance.
+        assert abs(y[5] / (115.83 * y[0] * y[3]) - 1) < rtol
 
 
 def test_gradients_pass_through_the_consistent_initialisation_and_the_solve():
@@ -254,3 +265,9 @@ def test_unsolvable_constraints_give_a_status_and_no_numbers():
 def test_what_a_dae_cannot_use_yet_is_refused_by_name(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ds.simulate(Riccati(), t0=0.0, t1=1.0, **kwargs)
+
+
+def test_a_singular_mass_matrix_without_algebraic_variables_is_refused():
+    solver = ds.solvers.Radau5(mass=(0.0,))
+    with pytest.raises(ValueError, match=r"zero for y\) but ExponentialDecay declares no alg"):
+        ds.simulate(ds.models.ExponentialDecay(), t0=0.0, t1=1.0, solver=solver)

@@ -114,6 +114,7 @@ MODELS = {
     "Burgers": "class",
     "CartesianPendulum": "class",
     "DiodeCircuit": "class",
+    "AkzoNobel": "class",
     "DampedDrivenPendulum": "class",
     "DoubleWellLangevin": "class",
     "ExponentialDecay": "class",

@@ -1,22 +1,25 @@
-"""Work–precision of difsim's DAE solve against SUNDIALS IDA and scipy (issue 29, point 7).
+"""Work–precision of difsim's DAE solves against SUNDIALS IDA and scipy (issue 29, point 7).
 
-Problem: Robertson's kinetics as a DAE (the zoo's `RobertsonDAE`: two rate equations and
-mass conservation, `y3` algebraic) to t = 1e11, measured against the IVP test set's
-published reference values (data/stiff_test_set.toml). For rtol = 1e-4 ... 1e-10 (atol =
-1e-8 rtol, the test set's scale of y2), every contender solves the problem; the error is
-the largest relative error over the three components at t1, the cost the median process
-CPU time (and wall time) of `--repeats` interleaved runs, each contender compiled or
-warmed up beforehand (difsim's tolerances are traced arguments: one compile).
+Problems, index-1 DAEs of the IVP test set with published reference values
+(data/stiff_test_set.toml): Robertson's kinetics (the zoo's `RobertsonDAE`: two rate
+equations and mass conservation, `y3` algebraic) to t = 1e11, and the chemical Akzo Nobel
+problem (`AkzoNobel`: five rate equations and a fast equilibrium, `y6` algebraic) to t =
+180. For rtol = 1e-4 ... 1e-10 (atol the test set's fraction of rtol per problem), every
+contender solves each problem; the error is the largest relative error over the components
+at t1, the cost the median process CPU time (and wall time) of `--repeats` interleaved runs,
+each contender compiled or warmed up beforehand (difsim's tolerances are traced arguments:
+one compile per solver and problem).
 
 Contenders:
 
-- `difsim rodas5p`: `ds.simulate(RobertsonDAE(), ...)`, Rodas5P with the singular mass
-  matrix, consistent initialisation included (one compiled call per solve);
+- `difsim rodas5p`: `ds.simulate(model, ...)`, Rodas5P with the singular mass matrix,
+  consistent initialisation included (one compiled call per solve);
 - `difsim radau5`: the same with `solver="radau5"` (Radau IIA of order 5);
 - `IDA (scikit-sundae)`: SUNDIALS IDA, variable-order BDF for the residual form
   `F(t, y, y') = 0`, dense linear solver, finite-difference Jacobian, NumPy residual;
-- `scipy Radau`, `scipy BDF` on Robertson's ODE form (the same solution) with a NumPy
-  right-hand side and an analytic Jacobian.
+- `scipy Radau`, `scipy BDF` on the ODE forms (the same solutions: Robertson's third rate
+  equation, Akzo Nobel's y6 eliminated through its equilibrium) with NumPy right-hand sides
+  and Jacobians (Robertson's analytic, Akzo Nobel's by difference quotients).
 
 Then an ensemble: `--lanes` members (k1 spread over ±20 %) solved to t = 40 by
 `ds.simulate_ensemble` (the ensemble engine's Rodas5P with the mass matrix) against a loop
@@ -24,13 +27,15 @@ of IDA solves, at rtol = 1e-6, with the largest difference between the two.
 
 ```
 python experiments/benchmarks/bench_dae.py --repeats 5
-python experiments/benchmarks/bench_dae.py --rtols 1e-6 --repeats 1 --lanes 100
+python experiments/benchmarks/bench_dae.py --problems akzo_nobel --rtols 1e-6 --repeats 1
 ```
 """
 
 import argparse
+import dataclasses
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -54,28 +59,49 @@ from scipy.integrate import solve_ivp  # noqa: E402
 import difsim as ds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-ROBER = tomllib.loads((ROOT / "data" / "stiff_test_set.toml").read_text())["robertson"]
-T1, REF, ATOL_RATIO = ROBER["t1"], np.array(ROBER["y"]), ROBER["atol_ratio"]
+TEST_SET = tomllib.loads((ROOT / "data" / "stiff_test_set.toml").read_text())
 K = (0.04, 3e7, 1e4)
+AKZO = dict(k1=18.7, k2=0.58, k3=0.09, k4=0.42, K=34.4, klA=3.3, Ks=115.83, p=0.9, H=737.0)
 
 
-def _residual(k1):
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """A DAE of the test set as each contender takes it: the zoo model (difsim), the
+    residual form with consistent `y0`, `yp0` (IDA), and an ODE form in the differential
+    variables (scipy), from which `complete` rebuilds the full state."""
+
+    model: ds.Model
+    names: tuple[str, ...]
+    entry: str  # the section of data/stiff_test_set.toml
+    residual: Callable
+    y0: np.ndarray
+    yp0: np.ndarray
+    algebraic: list[int]
+    ode: Callable
+    x0: np.ndarray  # the ODE form's initial state
+    complete: Callable
+    jac: Callable | None = None  # the ODE form's Jacobian (else difference quotients)
+
+    @property
+    def t1(self) -> float:
+        return TEST_SET[self.entry]["t1"]
+
+    @property
+    def ref(self) -> np.ndarray:
+        return np.array(TEST_SET[self.entry]["y"])
+
+    @property
+    def atol_ratio(self) -> float:
+        return TEST_SET[self.entry]["atol_ratio"]
+
+
+def _rober_residual(k1):
     def res(t, y, yp, out):
         out[0] = yp[0] - (-k1 * y[0] + K[2] * y[1] * y[2])
         out[1] = yp[1] - (k1 * y[0] - K[2] * y[1] * y[2] - K[1] * y[1] ** 2)
         out[2] = y[0] + y[1] + y[2] - 1.0
 
     return res
-
-
-def ida_final(rtol, atol, k1=K[0], t1=T1):
-    from sksundae.ida import IDA  # the bench extra: imported when IDA runs
-
-    solver = IDA(_residual(k1), rtol=rtol, atol=atol, algebraic_idx=[2], max_num_steps=100000)
-    y0, yp0 = np.array([1.0, 0.0, 0.0]), np.array([-k1, k1, 0.0])
-    sol = solver.solve(np.array([0.0, t1]), y0, yp0)
-    assert sol.success, sol.message
-    return sol.y[-1]
 
 
 def _rober(t, y):
@@ -89,50 +115,116 @@ def _rober_jac(t, y):
             [0.0, 6e7 * y[1], 0.0]]  # fmt: skip
 
 
-def scipy_final(method):
-    def run(rtol, atol):
-        sol = solve_ivp(_rober, (0.0, T1), [1.0, 0.0, 0.0], method=method, rtol=rtol,
-                        atol=atol, jac=_rober_jac)  # fmt: skip
-        assert sol.success, sol.message
-        return sol.y[:, -1]
-
-    return run
-
-
-def difsim_final(solver):
-    def run(rtol, atol):
-        sol = ds.simulate(ds.models.RobertsonDAE(), t0=0.0, t1=T1, save="final", rtol=rtol,
-                          atol=atol, max_steps=100000, solver=solver)  # fmt: skip
-        return np.array([float(sol.ys[k][-1]) for k in ("y1", "y2", "y3")])
-
-    return run
+def _akzo_rates(y, y6):
+    c, root = AKZO, np.sqrt(y[1])
+    r = (c["k1"] * y[0] ** 4 * root, c["k2"] * y[2] * y[3], c["k2"] / c["K"] * y[0] * y[4],
+         c["k3"] * y[0] * y[3] ** 2, c["k4"] * y6**2 * root)  # fmt: skip
+    inflow = c["klA"] * (c["p"] / c["H"] - y[1])
+    return [-2 * r[0] + r[1] - r[2] - r[3], -r[0] / 2 - r[3] - r[4] / 2 + inflow,
+            r[0] - r[1] + r[2], -r[1] + r[2] - 2 * r[3], r[1] - r[2] + r[4]]  # fmt: skip
 
 
-CONTENDERS = {
-    "difsim rodas5p": difsim_final("rodas5p"),
-    "difsim radau5": difsim_final("radau5"),
-    "IDA (scikit-sundae)": ida_final,
-    "scipy Radau": scipy_final("Radau"),
-    "scipy BDF": scipy_final("BDF"),
+def _akzo_residual(t, y, yp, out):
+    f = _akzo_rates(y, y[5])
+    for i in range(5):
+        out[i] = yp[i] - f[i]
+    out[5] = AKZO["Ks"] * y[0] * y[3] - y[5]
+
+
+def _akzo_y0():
+    y = np.array([0.444, 0.00123, 0.0, 0.007, 0.0, 0.0])
+    y[5] = AKZO["Ks"] * y[0] * y[3]
+    return y
+
+
+PROBLEMS = {
+    "robertson": Problem(
+        model=ds.models.RobertsonDAE(),
+        names=("y1", "y2", "y3"),
+        entry="robertson",
+        residual=_rober_residual(K[0]),
+        y0=np.array([1.0, 0.0, 0.0]),
+        yp0=np.array([-K[0], K[0], 0.0]),
+        algebraic=[2],
+        ode=_rober,
+        x0=np.array([1.0, 0.0, 0.0]),  # the ODE form: y3 differential
+        complete=lambda x: x,
+        jac=_rober_jac,
+    ),
+    "akzo_nobel": Problem(
+        model=ds.models.AkzoNobel(),
+        names=tuple(f"y{i}" for i in range(1, 7)),
+        entry="chemakzo",
+        residual=_akzo_residual,
+        y0=_akzo_y0(),
+        yp0=np.array([*_akzo_rates(_akzo_y0(), _akzo_y0()[5]), 0.0]),
+        algebraic=[5],
+        # The ODE form: y6 eliminated through its equilibrium.
+        ode=lambda t, x: _akzo_rates(x, AKZO["Ks"] * x[0] * x[3]),
+        x0=_akzo_y0()[:5],
+        complete=lambda x: np.append(x, AKZO["Ks"] * x[0] * x[3]),
+    ),
 }
 
 
-def work_precision(rtols, repeats: int) -> list[list]:
-    rows = []
+def ida_final(problem: Problem):
+    def run(rtol, atol, residual=problem.residual, t1=None, y0=problem.y0, yp0=problem.yp0):
+        from sksundae.ida import IDA  # the bench extra: imported when IDA runs
+
+        solver = IDA(residual, rtol=rtol, atol=atol, algebraic_idx=problem.algebraic,
+                     max_num_steps=100000)  # fmt: skip
+        sol = solver.solve(np.array([0.0, problem.t1 if t1 is None else t1]), y0, yp0)
+        assert sol.success, sol.message
+        return sol.y[-1]
+
+    return run
+
+
+def scipy_final(problem: Problem, method: str):
+    def run(rtol, atol):
+        sol = solve_ivp(problem.ode, (0.0, problem.t1), problem.x0, method=method, rtol=rtol,
+                        atol=atol, jac=problem.jac)  # fmt: skip
+        assert sol.success, sol.message
+        return problem.complete(sol.y[:, -1])
+
+    return run
+
+
+def difsim_final(problem: Problem, solver: str):
+    def run(rtol, atol):
+        sol = ds.simulate(problem.model, t0=0.0, t1=problem.t1, save="final", rtol=rtol,
+                          atol=atol, max_steps=100000, solver=solver)  # fmt: skip
+        return np.array([float(sol.ys[k][-1]) for k in problem.names])
+
+    return run
+
+
+def contenders(problem: Problem) -> dict[str, Callable]:
+    return {
+        "difsim rodas5p": difsim_final(problem, "rodas5p"),
+        "difsim radau5": difsim_final(problem, "radau5"),
+        "IDA (scikit-sundae)": ida_final(problem),
+        "scipy Radau": scipy_final(problem, "Radau"),
+        "scipy BDF": scipy_final(problem, "BDF"),
+    }
+
+
+def work_precision(problem: Problem, rtols, repeats: int) -> list[list]:
+    rows, chosen = [], contenders(problem)
     for rtol in rtols:
-        atol = ATOL_RATIO * rtol
+        atol = problem.atol_ratio * rtol
         errors, failed = {}, {}
-        for name, fn in CONTENDERS.items():  # warm-up (difsim: the one compile)
+        for name, fn in chosen.items():  # warm-up (difsim: the one compile)
             try:
                 y = fn(rtol, atol)
             except (AssertionError, RuntimeError) as error:  # a solver that gave up
                 failed[name] = str(error).split(";")[0][:60]
                 continue
-            errors[name] = float(np.max(np.abs(y - REF) / np.abs(REF)))
-        calls = {n: (lambda fn=fn: fn(rtol, atol)) for n, fn in CONTENDERS.items() if n in errors}
+            errors[name] = float(np.max(np.abs(y - problem.ref) / np.abs(problem.ref)))
+        calls = {n: (lambda fn=fn: fn(rtol, atol)) for n, fn in chosen.items() if n in errors}
         wall, cpu = interleaved(calls, (), repeats)
         base = Stats(cpu["difsim rodas5p"]).median
-        for name in CONTENDERS:
+        for name in chosen:
             if name in failed:
                 rows.append([f"{rtol:.0e}", name, f"failed: {failed[name]}", "", "", ""])
                 continue
@@ -151,8 +243,11 @@ def ensemble(lanes: int, repeats: int) -> list[list]:
                                    t1=t1, save="final", rtol=rtol, atol=atol)  # fmt: skip
         return np.stack([np.asarray(sol.ys[k][:, -1]) for k in ("y1", "y2", "y3")], -1)
 
+    rober = PROBLEMS["robertson"]
+
     def loop():
-        return np.stack([ida_final(rtol, atol, k, t1) for k in k1])
+        return np.stack([ida_final(rober)(rtol, atol, _rober_residual(k), t1, rober.y0,
+                                          np.array([-k, k, 0.0])) for k in k1])  # fmt: skip
 
     a, b = engine(), loop()
     diff = float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-12)))
@@ -171,14 +266,18 @@ def main() -> None:
     parser.add_argument("--rtols", default="1e-4,1e-6,1e-8,1e-10")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--lanes", type=int, default=1000)
+    parser.add_argument("--problems", default=",".join(PROBLEMS))
     args = parser.parse_args()
     rtols = [float(r) for r in args.rtols.split(",")]
     start = time.time()
     print(f"# bench_dae.py, {today()}: {command_line()}")
     print(f"machine: {machine_info()}\nversions: {versions((*VERSIONS,))}")
     print(f"load average before: {load_average()}\n")
-    headers = ["rtol", "contender", "max rel. error", "CPU ms", "wall ms", "CPU / difsim"]
-    print(format_table(headers, work_precision(rtols, args.repeats), markdown=True), "\n")
+    headers = ["rtol", "contender", "max rel. error", "CPU ms", "wall ms", "CPU / rodas5p"]
+    for name in args.problems.split(","):
+        print(f"## {name}\n")
+        rows = work_precision(PROBLEMS[name], rtols, args.repeats)
+        print(format_table(headers, rows, markdown=True), "\n", flush=True)
     headers = ["ensemble at rtol 1e-6, t1 = 40", "CPU s", "wall s", "loop / engine (CPU)"]
     print(format_table(headers, ensemble(args.lanes, args.repeats), markdown=True))
     print(f"\nload average after: {load_average()}; {time.time() - start:.0f} s in all")

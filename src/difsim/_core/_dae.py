@@ -50,6 +50,21 @@ def dae_solver(solver: dfx.AbstractSolver, layout: Layout, model_name: str):
     )
 
 
+def refuse_singular_mass(solver, layout: Layout, model_name: str) -> None:
+    """A `ValueError` for a solver given a singular mass matrix (`mass` with zeros) for a
+    model that declares no algebraic variables: the zero entries would be solved as
+    constraints that the model never wrote."""
+    mass = getattr(solver, "mass", None)
+    if mass is None or all(m != 0 for m in mass):
+        return
+    names = dict.fromkeys(n for n, m in zip(_entry_names(layout), mass, strict=False) if m == 0)
+    raise ValueError(
+        f"{type(solver).__name__}(mass=...) is singular (zero for {', '.join(names)}) but "
+        f"{model_name} declares no algebraic variables: declare them with "
+        "ds.Var(..., algebraic=True), and leave mass out (difsim sets it)"
+    )
+
+
 def refuse_dae(layout: Layout, model_name: str, what: str) -> None:
     """A `ValueError` naming `what` (a feature of the solve) when `layout` has algebraic
     variables: what difsim cannot yet do for a differential-algebraic model."""

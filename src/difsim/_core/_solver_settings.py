@@ -17,7 +17,7 @@ import optimistix as optx
 
 from difsim import solvers
 from difsim._core._custom_types import RealScalarLike
-from difsim._core._dae import dae_solver
+from difsim._core._dae import dae_solver, refuse_singular_mass
 from difsim._core._model import Model
 from difsim._core._save import check_dt0
 from difsim._core._solver_defaults import (
@@ -168,14 +168,17 @@ def _make_solver(model: Model, name, root_tol, layout: Layout) -> dfx.AbstractSo
     """The solver object of `name` for `model`: matrix-free for a large state, holding the
     mass matrix of a differential-algebraic model."""
     solver_obj = solvers.make_solver(name, root_tol=root_tol)
-    if isinstance(name, str) and isinstance(solver_obj, dfx.AbstractImplicitSolver):
+    # Radau5 solves its stages itself (dense, transformed): no Krylov solves to switch to.
+    krylov = not isinstance(solver_obj, solvers.Radau5)
+    if isinstance(name, str) and isinstance(solver_obj, dfx.AbstractImplicitSolver) and krylov:
         size = sum(int(np.size(v)) for _, v in model.initial_state().items())
         if size > MATRIX_FREE_SIZE:
             # A dense Jacobian of a PDE state is O(size²) memory and O(size³) to factorise:
             # named implicit solvers switch to Newton–Krylov (matrix-free GMRES).
             solver_obj = solvers.newton_krylov(solver_obj)
     if layout.algebraic:
-        solver_obj = dae_solver(solver_obj, layout, type(model).__name__)
+        return dae_solver(solver_obj, layout, type(model).__name__)
+    refuse_singular_mass(solver_obj, layout, type(model).__name__)
     return solver_obj
 
 
