@@ -192,8 +192,7 @@ class Radau5(dfx.AbstractImplicitSolver, dfx.AbstractAdaptiveSolver):
         def fun(t, v):
             return ravel_pytree(terms.vf(t, unravel(v), args))[0]
 
-        st = self._setup(fun, t0, flat0, h)
-        f0 = fun(t0, flat0)
+        st, f0 = self._setup(fun, t0, flat0, h)
         guess = _starting_values(solver_state, made_jump, t0, h, flat0, st.mass * f0)
         z, converged = lax.custom_root(
             lambda z: st.residual(z), guess, lambda g, z0: self._iterate(st, g, z0),
@@ -216,15 +215,23 @@ class Radau5(dfx.AbstractImplicitSolver, dfx.AbstractAdaptiveSolver):
         dense_info = dict(y0=y0, k=jax.tree.map(lambda *xs: jnp.stack(xs), *map(unravel, k)))
         return unravel(y1), unravel(y_error), dense_info, (t0, h, k, flat0), result
 
-    def _setup(self, fun, t0, flat0, h) -> _Step:
+    def _setup(self, fun, t0, flat0, h) -> tuple[_Step, Array]:
+        """The step's stage problem, and `f(t0, y0)` (from the Jacobian's evaluation)."""
         n = flat0.shape[0]
         if self.mass is not None and len(self.mass) != n:
             raise ValueError(f"Radau5: mass has {len(self.mass)} entries, the state {n}")
         ones = jnp.ones(n, flat0.dtype)
         mass = ones if self.mass is None else jnp.asarray(self.mass, flat0.dtype)
+
         # J only shapes the iteration and filters the error: no derivative is taken of it
         # (the stages' derivatives come from the residual, by implicit differentiation).
-        jac = lax.stop_gradient(jax.jacfwd(lambda v: fun(t0, v))(flat0))
+        # f0 too is needed only without derivatives (the error estimate, the first guess).
+        def both(v):
+            out = fun(t0, v)
+            return out, out
+
+        jac, f0 = jax.jacfwd(both, has_aux=True)(flat0)
+        jac, f0 = lax.stop_gradient(jac), lax.stop_gradient(f0)
         hc = lax.stop_gradient(h)
         eye = jnp.eye(n, dtype=flat0.dtype)
 
@@ -241,7 +248,7 @@ class Radau5(dfx.AbstractImplicitSolver, dfx.AbstractAdaptiveSolver):
         eps = jnp.finfo(flat0.dtype).eps
         rounding = NOISE_ULPS * eps * (jnp.abs(jac) @ jnp.abs(flat0))
         noise = jnp.abs(lu_solve(real, hc * rounding))
-        return _Step(fun, t0, flat0, h, mass, real, factor(RADAU_MU), noise)
+        return _Step(fun, t0, flat0, h, mass, real, factor(RADAU_MU), noise), f0
 
     def _allowance(self, y):
         """The error a step may make in each entry of `y`: the controller's `atol + rtol
