@@ -8,12 +8,18 @@ without import cycles. Every name a config may use is listed in [`SOLVERS`][],
 `simulate_ensemble` and `fit`. The PDE steppers
 ([`ETDRK4`][], [`CrankNicolson`][], [`BackwardEuler`][]) are diffrax solvers for a
 `MultiTerm(non-stiff, linear stiff)`; [`newton_krylov`][] makes an implicit solver
-matrix-free; [`Rodas5P`][] (Rosenbrock) and [`Radau5`][] (Radau IIA) are for small stiff systems and
-index-1 DAEs; [`StageNewton`][]
+matrix-free; [`Rodas5P`][] (Rosenbrock), [`Radau5`][] (Radau IIA) and [`BDF`][] (variable
+order, with its [`BDFController`][]) are for stiff systems and index-1 DAEs; [`StageNewton`][]
 solves the stages of the named implicit solvers (its `kappa` is their `root_tol`). Stochastic
 models take the SDE solvers of [`SDE_SOLVERS`][] (Euler–Maruyama, Milstein, Heun, ShARK, …).
 """
 
+from difsim.solvers._bdf import (
+    BDF as BDF,
+    BDFError as BDFError,
+    BDFInterpolation as BDFInterpolation,
+)
+from difsim.solvers._bdf_controller import BDFController as BDFController
 from difsim.solvers._etdrk4 import ETDRK4 as ETDRK4
 from difsim.solvers._linear_implicit import (
     AbstractLinearImplicit as AbstractLinearImplicit,

@@ -16,6 +16,8 @@ from typing import Any, Generic, TypeVar
 import diffrax as dfx
 
 from difsim.solvers._backsolve import CheckedBacksolveAdjoint, checked_adjoint
+from difsim.solvers._bdf import BDF
+from difsim.solvers._bdf_controller import BDFController
 from difsim.solvers._etdrk4 import ETDRK4
 from difsim.solvers._linear_implicit import BackwardEuler, CrankNicolson
 from difsim.solvers._radau import Radau5
@@ -84,6 +86,7 @@ SOLVERS: dict[str, SolverInfo] = dict(
         _info("kvaerno5", dfx.Kvaerno5, 5, True, True, False, "ESDIRK 5(4), stiff"),
         _info("rodas5p", Rodas5P, 5, True, False, False, "Rosenbrock 5(4): stiff; index-1 DAEs"),
         _info("radau5", Radau5, 5, True, True, False, "Radau IIA 5(3): stiff; index-1 DAEs"),
+        _info("bdf", BDF, 5, True, True, False, "variable-order BDF/NDF 1-5: stiff; index-1 DAEs"),
         _info("kencarp3", dfx.KenCarp3, 3, True, True, True, "IMEX ARK 3(2)"),
         _info("kencarp4", dfx.KenCarp4, 4, True, True, True, "IMEX ARK 4(3)"),
         _info("kencarp5", dfx.KenCarp5, 5, True, True, True, "IMEX ARK 5(4)"),
@@ -121,6 +124,10 @@ def _pid(solver: dfx.AbstractSolver, *, rtol, atol, dt0, dtmin, dtmax):
             f"solver {type(solver).__name__} has no embedded error estimate, so it cannot use "
             "the 'pid' controller; use controller='constant' with a step dt0"
         )
+    if isinstance(solver, BDF):
+        # BDF chooses its own step and order (from three orders' estimates): its
+        # controller applies them, with the same tolerances and bounds.
+        return BDFController(rtol=rtol, atol=atol, dtmin=dtmin, dtmax=dtmax)
     if isinstance(solver, dfx.AbstractImplicitSolver):
         return dfx.PIDController(
             rtol=rtol, atol=atol, dtmin=dtmin, dtmax=dtmax,
@@ -143,7 +150,7 @@ _CONTROLLER_TABLE: dict[str, _Entry[dfx.AbstractStepSizeController]] = {
     "pid": _Entry(
         _pid,
         "adaptive steps from the embedded error estimate (diffrax.PIDController; "
-        "PI control for implicit solvers)",
+        "PI control for implicit solvers; BDF's own step and order choice for 'bdf')",
     ),
     "constant": _Entry(_constant, "fixed step dt0 (diffrax.ConstantStepSize)"),
 }

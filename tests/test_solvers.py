@@ -35,6 +35,7 @@ PUBLISHED_ORDER = dict(
     kvaerno5=5,
     rodas5p=5,  # Steinebach (2023)
     radau5=5,  # Radau IIA, 3 stages: 2s - 1 (Hairer & Wanner II, §IV.5)
+    bdf=5,  # its highest order (Shampine & Reichelt 1997)
     kencarp3=3,
     kencarp4=4,
     kencarp5=5,
@@ -89,6 +90,10 @@ PROBLEMS = {
     "riccati": (SplitRiccati, _riccati_error),
 }
 
+# Variable order: its fixed-step error is its order-1 start's; its tolerance proportionality
+# is tested in test_solvers_bdf.py.
+VARIABLE_ORDER = {"bdf"}
+
 # solver: (problem, end time, numbers of steps). Chosen so that the errors lie in the
 # asymptotic regime and well above roundoff (>= 1e-11). Dopri8 converges like order 9 on the
 # smooth problems (its principal error coefficients are tiny), so it gets the hard end time.
@@ -115,7 +120,7 @@ CONVERGENCE = dict(
 
 # ------------------------------------------------------------------------------ registry
 def test_registry_lists_every_solver_with_its_published_order():
-    assert set(SOLVERS) == set(PUBLISHED_ORDER) == set(CONVERGENCE) | PDE_STEPPERS
+    assert set(SOLVERS) == set(PUBLISHED_ORDER) == set(CONVERGENCE) | PDE_STEPPERS | VARIABLE_ORDER
     for name, info in SOLVERS.items():
         assert info.name == name
         assert info.order == PUBLISHED_ORDER[name], name

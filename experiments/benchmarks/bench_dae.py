@@ -15,6 +15,7 @@ Contenders:
 - `difsim rodas5p`: `ds.simulate(model, ...)`, Rodas5P with the singular mass matrix,
   consistent initialisation included (one compiled call per solve);
 - `difsim radau5`: the same with `solver="radau5"` (Radau IIA of order 5);
+- `difsim bdf`: the same with `solver="bdf"` (variable-order BDF/NDF, orders 1-5);
 - `IDA (scikit-sundae)`: SUNDIALS IDA, variable-order BDF for the residual form
   `F(t, y, y') = 0`, dense linear solver, finite-difference Jacobian, NumPy residual;
 - `scipy Radau`, `scipy BDF` on the ODE forms (the same solutions: Robertson's third rate
@@ -203,6 +204,7 @@ def contenders(problem: Problem) -> dict[str, Callable]:
     return {
         "difsim rodas5p": difsim_final(problem, "rodas5p"),
         "difsim radau5": difsim_final(problem, "radau5"),
+        "difsim bdf": difsim_final(problem, "bdf"),
         "IDA (scikit-sundae)": ida_final(problem),
         "scipy Radau": scipy_final(problem, "Radau"),
         "scipy BDF": scipy_final(problem, "BDF"),

@@ -15,7 +15,8 @@ Contenders:
   root_tol = 0.01, PI step control); `kvaerno5 rt=0.1`, `kvaerno5 rt=0.001`: other root_tol;
 - `kvaerno5 before`: the same method as difsim ran it before issue 14's point 8: optimistix
   `Chord` with Cauchy termination at the step's tolerances, integral step control;
-- `kvaerno3`, `rodas5p` (difsim's Rosenbrock method), `radau5` (difsim's Radau IIA);
+- `kvaerno3`, `rodas5p` (difsim's Rosenbrock method), `radau5` (difsim's Radau IIA), `bdf`
+  (difsim's variable-order BDF);
 - scipy `Radau`, `BDF`, `LSODA` with NumPy right-hand sides and a compiled JAX Jacobian.
 
 ```
@@ -108,6 +109,7 @@ DIFSIM = {  # label: (solver, root_tol or None, how it was run before point 8)
     "kvaerno3": ("kvaerno3", 1e-2, False),
     "rodas5p": ("rodas5p", None, False),
     "radau5": ("radau5", 1e-2, False),
+    "bdf": ("bdf", 1e-2, False),
 }
 SCIPY = ("Radau", "BDF", "LSODA")
 MAX_STEPS = 100_000

@@ -36,17 +36,18 @@ INIT_MAX_STEPS = 64
 
 def dae_solver(solver: dfx.AbstractSolver, layout: Layout, model_name: str):
     """`solver` set up for the mass matrix of `layout`'s algebraic variables (a copy of a
-    [`difsim.solvers.Rodas5P`][] or [`difsim.solvers.Radau5`][] holding the mass diagonal),
+    [`difsim.solvers.Rodas5P`][], [`difsim.solvers.Radau5`][] or [`difsim.solvers.BDF`][]
+    holding the mass diagonal),
     or a `ValueError` naming the solver and the variables when it cannot solve a
     differential-algebraic model."""
-    if isinstance(solver, solvers.Rodas5P | solvers.Radau5):
+    if isinstance(solver, solvers.Rodas5P | solvers.Radau5 | solvers.BDF):
         algebraic = set(layout.algebraic)
         mass = tuple(0.0 if name in algebraic else 1.0 for name in _entry_names(layout))
         return dataclasses.replace(solver, mass=mass)
     raise ValueError(
         f"{model_name} is a differential-algebraic model (algebraic variables: "
         f"{', '.join(layout.algebraic)}): solver {type(solver).__name__} cannot solve it; "
-        "use solver='rodas5p' (the default for such models) or 'radau5'"
+        "use solver='rodas5p' (the default for such models), 'radau5' or 'bdf'"
     )
 
 

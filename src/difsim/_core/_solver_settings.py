@@ -168,8 +168,8 @@ def _make_solver(model: Model, name, root_tol, layout: Layout) -> dfx.AbstractSo
     """The solver object of `name` for `model`: matrix-free for a large state, holding the
     mass matrix of a differential-algebraic model."""
     solver_obj = solvers.make_solver(name, root_tol=root_tol)
-    # Radau5 solves its stages itself (dense, transformed): no Krylov solves to switch to.
-    krylov = not isinstance(solver_obj, solvers.Radau5)
+    # Radau5 and BDF solve their stages themselves (dense): no Krylov solves to switch to.
+    krylov = not isinstance(solver_obj, solvers.Radau5 | solvers.BDF)
     if isinstance(name, str) and isinstance(solver_obj, dfx.AbstractImplicitSolver) and krylov:
         size = sum(int(np.size(v)) for _, v in model.initial_state().items())
         if size > MATRIX_FREE_SIZE:

@@ -57,7 +57,7 @@ def traced_tolerances(controller, dtype):
     each, a work-precision loop or a test of convergence orders once per tolerance); an
     array is an argument, and the program is reused (0.004 s). The settings keep the
     floats: sweeps hash them."""
-    if type(controller) is not dfx.PIDController:
+    if type(controller) not in (dfx.PIDController, solvers.BDFController):
         return controller
 
     def traced(tol):
