@@ -119,3 +119,9 @@ def test_events_restart_the_history_and_match_an_explicit_solve():
     assert bdf.status == ds.Status.SUCCESS
     for name in ("h", "v"):  # measured: 5e-8
         assert abs(float(bdf.ys[name][-1]) - float(ref.ys[name][-1])) < 1e-6, name
+
+
+def test_another_adaptive_controller_is_refused_by_name():
+    with pytest.raises(ValueError, match="solver BDF chooses its own steps.*PIDController"):
+        ds.simulate(ds.models.VanDerPol(), t0=0.0, t1=1.0, solver="bdf",
+                    controller=dfx.PIDController(rtol=1e-6, atol=1e-6))  # fmt: skip

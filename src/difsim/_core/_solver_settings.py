@@ -130,6 +130,7 @@ def solver_settings(
         requested["controller"], solver_obj, rtol=rtol, atol=atol, dt0=dt0
     )
     adaptive = isinstance(controller_obj, dfx.AbstractAdaptiveStepSizeController)
+    _check_bdf_controller(solver_obj, controller_obj)
     if adaptive and controller_obj is requested["controller"]:
         # A controller instance brings its own tolerances: they are the solve's (events,
         # fixed-step root finds), so what the settings say is what the controller does.
@@ -199,6 +200,21 @@ def check_max_steps(value: Any) -> int:
     ):
         raise ValueError(f"max_steps must be an integer from 1 to 2**31 - 1, got {value!r}")
     return int(value)
+
+
+def _check_bdf_controller(solver, controller) -> None:
+    """A `ValueError` for BDF under another adaptive controller: BDF reports its own choice
+    of step (a `BDFError`), which no other controller reads."""
+    if (
+        isinstance(solver, solvers.BDF)
+        and isinstance(controller, dfx.AbstractAdaptiveStepSizeController)
+        and not isinstance(controller, solvers.BDFController)
+    ):
+        raise ValueError(
+            f"solver BDF chooses its own steps and orders, which {type(controller).__name__} "
+            "cannot apply: use controller='pid' (difsim builds a difsim.solvers.BDFController "
+            "for BDF), a difsim.solvers.BDFController instance, or controller='constant'"
+        )
 
 
 def _check_controller_clash(controller, **tolerances) -> None:
